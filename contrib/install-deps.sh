@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs everything needed to build and test the plugin on Debian/Ubuntu, from the distribution's own
+# packages, and fetches the source of exactly the installed libucx-dev version (for UCT's internal headers).
+#
+#   contrib/install-deps.sh [SRC_PARENT_DIR]     (default: ./deps)
+#
+# The deb-src entry is derived from the machine's own apt sources (deb822 or one-line format); no host name
+# is written here.
+set -euo pipefail
+
+dest=${1:-deps}
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+
+add_deb_src() {
+    local d=/etc/apt/sources.list.d f out=/etc/apt/sources.list.d/uct-cuda-deb-src.sources
+    [ -e "$out" ] && return 0
+    if grep -rqsE '^\s*Types:.*deb-src|^\s*deb-src\s' /etc/apt/sources.list $d 2>/dev/null; then
+        return 0
+    fi
+    local tmp; tmp=$(mktemp)
+    for f in "$d"/*.sources; do
+        [ -e "$f" ] || continue
+        # deb822: copy every stanza whose Types has "deb", with Types set to deb-src
+        awk '/^Types:/ { if ($0 ~ /(^|[ \t])deb([ \t]|$)/) { print "Types: deb-src"; next } }
+             { print }' "$f" >>"$tmp"
+        echo >>"$tmp"
+    done
+    for f in /etc/apt/sources.list "$d"/*.list; do
+        [ -e "$f" ] || continue
+        sed -n 's/^\s*deb\s/deb-src /p' "$f" >>"$tmp.list"
+    done 2>/dev/null || true
+    if [ -s "$tmp" ]; then
+        $sudo cp "$tmp" "$out"
+    elif [ -s "$tmp.list" ]; then
+        $sudo cp "$tmp.list" "${out%.sources}.list"
+    else
+        echo "install-deps: no apt source found to derive a deb-src entry from" >&2
+        exit 1
+    fi
+    rm -f "$tmp" "$tmp.list"
+}
+
+add_deb_src
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends \
+    build-essential autoconf automake libtool pkg-config dpkg-dev \
+    libucx-dev ucx-utils libucx0 googletest libgtest-dev >/dev/null
+
+ver=$(dpkg-query -W -f='${Version}' libucx-dev)
+mkdir -p "$dest"
+upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}
+if ! ls -d "$dest"/ucx-"$upstream"* >/dev/null 2>&1; then
+    (cd "$dest" && apt-get source -qq --download-only "ucx=$ver" >/dev/null &&
+        dpkg-source -x --no-check ucx_*.dsc >/dev/null)
+fi
+src=$(ls -d "$dest"/ucx-"$upstream"* | head -1)
+echo "UCX $ver installed; source tree: $(cd "$src" && pwd)"

@@ -1,0 +1,396 @@
+/*
+ * Asynchronous completion engine: see cux_async.h.
+ */
+#include "cux_async.h"
+#include "cux_device.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <sys/eventfd.h>
+#include <errno.h>
+#include <unistd.h>
+
+/* A flush waits for one marker in each queue that was busy when it was issued. */
+typedef struct cux_flush_req {
+    uct_completion_t *comp;
+    unsigned         markers;
+} cux_flush_req_t;
+
+typedef struct cux_desc {
+    ucs_queue_elem_t qe;
+    CUevent          event;   /* NULL for a flush marker */
+    uct_completion_t *comp;
+    cux_flush_req_t  *flush;
+} cux_desc_t;
+
+/* Private part of a pending request: queue link and the endpoint, for purge. */
+typedef struct cux_pending_priv {
+    ucs_queue_elem_t qe;
+    uct_ep_h         ep;
+} cux_pending_priv_t;
+
+_Static_assert(sizeof(cux_pending_priv_t) <= UCT_PENDING_REQ_PRIV_LEN, "pending priv too large");
+
+#define cux_pending_priv(_req) ((cux_pending_priv_t*)(_req)->priv)
+
+void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll)
+{
+    ucs_list_head_init(&async->active);
+    ucs_queue_head_init(&async->free_descs);
+    ucs_queue_head_init(&async->pending);
+    async->num_descs    = 0;
+    async->num_inflight = 0;
+    async->max_inflight = ucs_max(max_inflight, 1);
+    async->max_poll     = ucs_max(max_poll, 1);
+    async->event_fd     = -1;
+}
+
+void cux_async_cleanup(cux_async_t *async)
+{
+    cux_desc_t *desc;
+
+    ucs_assertv(ucs_list_is_empty(&async->active), "async %p has busy stream queues", async);
+    while (!ucs_queue_is_empty(&async->free_descs)) {
+        desc = ucs_queue_pull_elem_non_empty(&async->free_descs, cux_desc_t, qe);
+        ucs_free(desc);
+        --async->num_descs;
+    }
+    ucs_assertv(async->num_descs == 0, "%u descriptors leaked", async->num_descs);
+    if (!ucs_queue_is_empty(&async->pending)) {
+        ucs_warn("async %p: pending requests dropped at close", async);
+    }
+    if (async->event_fd >= 0) {
+        close(async->event_fd);
+        async->event_fd = -1;
+    }
+}
+
+static cux_desc_t *cux_desc_get(cux_async_t *async)
+{
+    cux_desc_t *desc;
+
+    if (ucs_likely(!ucs_queue_is_empty(&async->free_descs))) {
+        return ucs_queue_pull_elem_non_empty(&async->free_descs, cux_desc_t, qe);
+    }
+    desc = ucs_malloc(sizeof(*desc), "cux_desc");
+    if (desc != NULL) {
+        ++async->num_descs;
+    }
+    return desc;
+}
+
+static inline void cux_desc_put(cux_async_t *async, cux_desc_t *desc)
+{
+    ucs_queue_push(&async->free_descs, &desc->qe);
+}
+
+static void cux_stream_queue_push(cux_stream_queue_t *sq, cux_desc_t *desc)
+{
+    if (ucs_queue_is_empty(&sq->descs)) {
+        ucs_list_add_tail(&sq->async->active, &sq->active);
+    }
+    ucs_queue_push(&sq->descs, &desc->qe);
+}
+
+/* Removes the head descriptor; returns 1 when a flush request it belonged to is now finished. */
+static int cux_stream_queue_pop(cux_stream_queue_t *sq, cux_desc_t *desc)
+{
+    cux_async_t *async = sq->async;
+    int flushed        = 0;
+
+    ucs_queue_pull_non_empty(&sq->descs);
+    if (ucs_queue_is_empty(&sq->descs)) {
+        ucs_list_del(&sq->active);
+    }
+    if (desc->event != NULL) {
+        cux_event_pool_put(sq->events, desc->event);
+        --async->num_inflight;
+    } else {
+        flushed = (--desc->flush->markers == 0);
+    }
+    cux_desc_put(async, desc);
+    return flushed;
+}
+
+void cux_stream_queue_init(cux_stream_queue_t *sq, cux_async_t *async, CUcontext ctx,
+                           cux_event_pool_t *events)
+{
+    sq->async  = async;
+    sq->ctx    = ctx;
+    sq->stream = NULL;
+    sq->events = events;
+    sq->armed  = 0;
+    ucs_queue_head_init(&sq->descs);
+}
+
+void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
+{
+    cux_ctx_guard_t guard;
+    cux_flush_req_t *flush;
+    cux_desc_t *desc;
+
+    if (sq->stream == NULL) {
+        return;
+    }
+    if (cux_ctx_enter(sq->ctx, &guard) != UCS_OK) {
+        return;
+    }
+    /* Also waits for a queued wake-up host function, which refers to the async engine. */
+    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, sq->stream);
+    while (!ucs_queue_is_empty(&sq->descs)) {
+        desc  = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
+        flush = desc->flush;
+        if (cux_stream_queue_pop(sq, desc)) {
+            ucs_free(flush);
+        }
+    }
+    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamDestroy, sq->stream);
+    sq->stream = NULL;
+    cux_ctx_leave(&guard);
+}
+
+ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp)
+{
+    cux_desc_t *desc;
+    ucs_status_t status;
+    CUevent event;
+
+    desc = cux_desc_get(sq->async);
+    if (ucs_unlikely(desc == NULL)) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_sync;
+    }
+
+    status = cux_event_pool_get(sq->events, &event);
+    if (ucs_unlikely(status != UCS_OK)) {
+        goto err_put_desc;
+    }
+
+    status = CUX_DRV_CALL_ERR(cuEventRecord, event, sq->stream);
+    if (ucs_unlikely(status != UCS_OK)) {
+        cux_event_pool_put(sq->events, event);
+        goto err_put_desc;
+    }
+
+    desc->event = event;
+    desc->comp  = comp;
+    desc->flush = NULL;
+    cux_stream_queue_push(sq, desc);
+    ++sq->async->num_inflight;
+    return UCS_INPROGRESS;
+
+err_put_desc:
+    cux_desc_put(sq->async, desc);
+err_sync:
+    /* The work is already on the stream: wait for it so the caller's buffers are safe to reuse. */
+    return (CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream) == UCS_OK) ? UCS_OK : status;
+}
+
+static void cux_async_dispatch_pending(cux_async_t *async)
+{
+    uct_pending_req_t *req;
+    cux_pending_priv_t *priv;
+    ucs_queue_elem_t *elem;
+    ucs_status_t status;
+
+    while (!ucs_queue_is_empty(&async->pending) && cux_async_has_resources(async)) {
+        elem   = ucs_queue_pull_non_empty(&async->pending);
+        priv   = ucs_container_of(elem, cux_pending_priv_t, qe);
+        req    = ucs_container_of((void*)priv, uct_pending_req_t, priv);
+        status = req->func(req);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            ucs_queue_push_head(&async->pending, &priv->qe);
+            break;
+        }
+    }
+}
+
+unsigned cux_async_progress(cux_async_t *async)
+{
+    unsigned count = 0;
+    cux_stream_queue_t *sq, *tmp;
+    cux_flush_req_t *flush;
+    uct_completion_t *comp;
+    ucs_status_t status;
+    cux_desc_t *desc;
+    CUresult res;
+
+    ucs_list_for_each_safe(sq, tmp, &async->active, active) {
+        /* The queue may leave the active list when it drains: stop before touching it again. */
+        while ((count < async->max_poll) && !ucs_queue_is_empty(&sq->descs)) {
+            desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
+            if (desc->event == NULL) {
+                flush = desc->flush;
+                if (cux_stream_queue_pop(sq, desc)) {
+                    uct_invoke_completion(flush->comp, UCS_OK);
+                    ucs_free(flush);
+                }
+                continue;
+            }
+
+            res = cux_drv.cuEventQuery(desc->event);
+            if (res == CUDA_ERROR_NOT_READY) {
+                break;
+            }
+            status = (res == CUDA_SUCCESS) ? UCS_OK :
+                     cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuEventQuery", __FILE__, __LINE__);
+            comp = desc->comp;
+            cux_stream_queue_pop(sq, desc);
+            if (comp != NULL) {
+                uct_invoke_completion(comp, status);
+            }
+            ++count;
+        }
+    }
+
+    if (ucs_unlikely(!ucs_queue_is_empty(&async->pending))) {
+        cux_async_dispatch_pending(async);
+    }
+    return count;
+}
+
+ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
+{
+    cux_flush_req_t *flush;
+    cux_stream_queue_t *sq;
+    cux_desc_t *desc;
+
+    if (ucs_list_is_empty(&async->active)) {
+        return UCS_OK;
+    }
+    if (comp == NULL) {
+        return UCS_INPROGRESS;
+    }
+
+    flush = ucs_malloc(sizeof(*flush), "cux_flush_req");
+    if (flush == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    flush->comp    = comp;
+    flush->markers = 1; /* held while markers are placed, so a marker cannot finish the request early */
+
+    ucs_list_for_each(sq, &async->active, active) {
+        desc = cux_desc_get(async);
+        if (desc == NULL) {
+            break; /* the markers placed so far still complete the request; report the shortage */
+        }
+        desc->event = NULL;
+        desc->comp  = NULL;
+        desc->flush = flush;
+        ucs_queue_push(&sq->descs, &desc->qe);
+        ++flush->markers;
+    }
+
+    if (--flush->markers == 0) {
+        ucs_free(flush);
+        return UCS_ERR_NO_MEMORY;
+    }
+    return (desc == NULL) ? UCS_ERR_NO_MEMORY : UCS_INPROGRESS;
+}
+
+ucs_status_t cux_async_event_fd(cux_async_t *async, int *fd_p)
+{
+    if (async->event_fd < 0) {
+        async->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (async->event_fd < 0) {
+            ucs_error("eventfd() failed: %m");
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    *fd_p = async->event_fd;
+    return UCS_OK;
+}
+
+/* Runs on a driver thread once everything queued before it on the stream is done. No CUDA calls here. */
+static void CUDA_CB cux_stream_queue_wakeup(void *arg)
+{
+    cux_stream_queue_t *sq = arg;
+    uint64_t one           = 1;
+
+    __atomic_store_n(&sq->armed, 0, __ATOMIC_RELEASE);
+    if (write(sq->async->event_fd, &one, sizeof(one)) != sizeof(one)) {
+        /* The counter can only overflow after 2^64-1 unread wake-ups: nothing to do. */
+    }
+}
+
+static int cux_stream_queue_head_done(cux_stream_queue_t *sq)
+{
+    cux_desc_t *desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
+
+    return (desc->event == NULL) || (cux_drv.cuEventQuery(desc->event) != CUDA_ERROR_NOT_READY);
+}
+
+ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
+{
+    cux_stream_queue_t *sq;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    uint64_t count;
+    int fd;
+
+    if (!(events & UCT_EVENT_SEND_COMP)) {
+        return UCS_OK;
+    }
+
+    status = cux_async_event_fd(async, &fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+    while (read(fd, &count, sizeof(count)) == sizeof(count)) {
+        /* consume earlier wake-ups */
+    }
+
+    /* Anything progress could complete right now must be handled before sleeping. */
+    ucs_list_for_each(sq, &async->active, active) {
+        if (cux_stream_queue_head_done(sq)) {
+            return UCS_ERR_BUSY;
+        }
+    }
+    if (!ucs_queue_is_empty(&async->pending) && cux_async_has_resources(async)) {
+        return UCS_ERR_BUSY;
+    }
+
+    ucs_list_for_each(sq, &async->active, active) {
+        if (__atomic_load_n(&sq->armed, __ATOMIC_ACQUIRE)) {
+            continue;
+        }
+        status = cux_ctx_enter(sq->ctx, &guard);
+        if (status != UCS_OK) {
+            return status;
+        }
+        sq->armed = 1;
+        status    = CUX_DRV_CALL_ERR(cuLaunchHostFunc, sq->stream, cux_stream_queue_wakeup, sq);
+        cux_ctx_leave(&guard);
+        if (status != UCS_OK) {
+            sq->armed = 0;
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
+ucs_status_t cux_async_pending_add(cux_async_t *async, uct_ep_h ep, uct_pending_req_t *req)
+{
+    if (cux_async_has_resources(async)) {
+        return UCS_ERR_BUSY;
+    }
+    cux_pending_priv(req)->ep = ep;
+    ucs_queue_push(&async->pending, &cux_pending_priv(req)->qe);
+    return UCS_OK;
+}
+
+void cux_async_pending_purge(cux_async_t *async, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    cux_pending_priv_t *priv;
+    ucs_queue_iter_t iter;
+
+    ucs_queue_for_each_safe(priv, iter, &async->pending, qe) {
+        if (priv->ep == ep) {
+            ucs_queue_del_iter(&async->pending, iter);
+            if (cb != NULL) {
+                cb(ucs_container_of((void*)priv, uct_pending_req_t, priv), arg);
+            }
+        }
+    }
+}

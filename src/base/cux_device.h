@@ -1,0 +1,72 @@
+/*
+ * Process-wide table of CUDA devices: ordinal, UUID, UCX system device, and the primary context (retained on
+ * first use). Everything that issues driver work for a buffer does it in that buffer's device context.
+ */
+#ifndef CUX_DEVICE_H_
+#define CUX_DEVICE_H_
+
+#include "driver/cux_driver.h"
+
+#include <ucs/sys/topo/base/topo.h>
+
+#define CUX_MAX_DEVICES 64
+
+typedef struct cux_device {
+    CUdevice         cu_dev;
+    CUcontext        ctx;        /* primary context, NULL until first retained */
+    CUuuid           uuid;
+    ucs_sys_device_t sys_dev;
+    char             name[64];
+} cux_device_t;
+
+/* Load the driver and enumerate devices once. Returns UCS_ERR_NO_DEVICE when there are none. */
+ucs_status_t cux_devices_init(void);
+
+/* Number of devices (0 when the driver or the devices are missing). */
+int cux_device_count(void);
+
+cux_device_t *cux_device_get(int ordinal);
+
+/* The device's primary context, retained on first use and kept for the life of the process. */
+ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p);
+
+/* Ordinal of a device given its UUID, or -1. */
+int cux_device_by_uuid(const CUuuid *uuid);
+
+/*
+ * Make a context current for a short stretch of work and put the caller's back afterwards. A thread with no
+ * current context keeps ours: that saves the switch on the next call and changes nothing for the caller.
+ */
+typedef struct cux_ctx_guard {
+    CUcontext prev;
+    int       pushed;
+} cux_ctx_guard_t;
+
+static inline ucs_status_t cux_ctx_enter(CUcontext ctx, cux_ctx_guard_t *guard)
+{
+    CUcontext cur = NULL;
+
+    guard->pushed = 0;
+    if (cux_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS) {
+        cur = NULL;
+    }
+    if (cur == ctx) {
+        return UCS_OK;
+    }
+    if (cur == NULL) {
+        return CUX_DRV_CALL_ERR(cuCtxSetCurrent, ctx);
+    }
+    guard->pushed = 1;
+    return CUX_DRV_CALL_ERR(cuCtxPushCurrent, ctx);
+}
+
+static inline void cux_ctx_leave(cux_ctx_guard_t *guard)
+{
+    CUcontext popped;
+
+    if (guard->pushed) {
+        (void)CUX_DRV_CALL_ERR(cuCtxPopCurrent, &popped);
+    }
+}
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * Pointer attribute queries: see cux_ptr.h.
+ */
+#include "cux_ptr.h"
+
+#include <string.h>
+
+ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
+{
+    CUpointer_attribute attrs[] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID
+    };
+    unsigned int cu_type   = 0;
+    unsigned int managed   = 0;
+    int ordinal            = -1;
+    CUdeviceptr base       = 0;
+    size_t size            = 0;
+    unsigned long long bid = 0;
+    void *data[]           = {&cu_type, &managed, &ordinal, &base, &size, &bid};
+    ucs_status_t status;
+
+    /* Unlike cuPointerGetAttribute(), this returns success with zeroed values for unknown host memory. */
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, sizeof(attrs) / sizeof(attrs[0]),
+                          attrs, data, (CUdeviceptr)(uintptr_t)address);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    memset(info, 0, sizeof(*info));
+    if (managed) {
+        info->mem_type = UCS_MEMORY_TYPE_CUDA_MANAGED;
+    } else if (cu_type == CU_MEMORYTYPE_DEVICE) {
+        info->mem_type = UCS_MEMORY_TYPE_CUDA;
+    } else {
+        info->mem_type = UCS_MEMORY_TYPE_HOST;
+        info->device   = -1;
+        info->pinned   = (cu_type == CU_MEMORYTYPE_HOST);
+        return UCS_OK;
+    }
+
+    info->device    = ordinal;
+    info->base      = (void*)(uintptr_t)base;
+    info->length    = size;
+    info->buffer_id = bid;
+    return UCS_OK;
+}

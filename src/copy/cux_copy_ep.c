@@ -1,0 +1,201 @@
+/*
+ * cuda_copy endpoint: see cux_copy_ep.h.
+ */
+#include "cux_copy_ep.h"
+#include "base/cux_ptr.h"
+
+#include <uct/base/uct_iov.inl>
+
+#include <ucs/debug/log.h>
+
+static UCS_CLASS_INIT_FUNC(cux_copy_ep_t, const uct_ep_params_t *params)
+{
+    cux_copy_iface_t *iface = ucs_derived_of(params->iface, cux_copy_iface_t);
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_copy_ep_t)
+{
+}
+
+UCS_CLASS_DEFINE(cux_copy_ep_t, uct_base_ep_t)
+UCS_CLASS_DEFINE_NEW_FUNC(cux_copy_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(cux_copy_ep_t, uct_ep_t);
+
+/* Where a buffer lives: from its registration when we have one, else from the driver. */
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_locate(const void *address, uct_mem_h memh, int *is_cuda_p,
+                                                        int *device_p)
+{
+    const cux_copy_memh_t *copy_memh = memh;
+    cux_ptr_info_t info;
+    ucs_status_t status;
+
+    if (copy_memh != UCT_MEM_HANDLE_NULL) {
+        *is_cuda_p = cux_mem_type_is_cuda(copy_memh->mem_type);
+        *device_p  = copy_memh->device;
+        return UCS_OK;
+    }
+
+    status = cux_ptr_query(address, &info);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_error("cuda_copy: cannot query address %p: %s", address, ucs_status_string(status));
+        return status;
+    }
+    *is_cuda_p = cux_mem_type_is_cuda(info.mem_type);
+    *device_p  = info.device;
+    return UCS_OK;
+}
+
+/* Issue one copy on the queue of its direction, in the context of the GPU that drives it. */
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, void *dst, const void *src,
+                                                       size_t length, int src_cuda, int src_dev,
+                                                       int dst_cuda, int dst_dev, int synchronous,
+                                                       uct_completion_t *comp)
+{
+    int device = src_cuda ? src_dev : (dst_cuda ? dst_dev : 0);
+    cux_copy_dev_res_t *res;
+    cux_stream_queue_t *sq;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUstream stream;
+
+    status = cux_copy_iface_dev_res(iface, device, &res);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    sq = &res->queues[synchronous ? CUX_COPY_QUEUE_SHORT : ((src_cuda << 1) | dst_cuda)];
+    status = cux_ctx_enter(res->ctx, &guard);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = cux_stream_queue_stream(sq, &stream);
+    if (ucs_unlikely(status != UCS_OK)) {
+        goto out;
+    }
+
+    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length,
+                              stream);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_error("cuda_copy: copy of %zu bytes %p -> %p failed", length, src, dst);
+        goto out;
+    }
+
+    if (synchronous) {
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
+    } else {
+        status = cux_async_track(sq, comp);
+    }
+
+out:
+    cux_ctx_leave(&guard);
+    return status;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_short(uct_ep_h tl_ep, void *dst, const void *src,
+                                                          unsigned length)
+{
+    cux_copy_iface_t *iface = ucs_derived_of(tl_ep->iface, cux_copy_iface_t);
+    int src_cuda, src_dev, dst_cuda, dst_dev;
+    ucs_status_t status;
+
+    if (ucs_unlikely(length == 0)) {
+        return UCS_OK;
+    }
+
+    status = cux_copy_locate(src, UCT_MEM_HANDLE_NULL, &src_cuda, &src_dev);
+    if (ucs_likely(status == UCS_OK)) {
+        status = cux_copy_locate(dst, UCT_MEM_HANDLE_NULL, &dst_cuda, &dst_dev);
+    }
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    return cux_copy_issue(iface, dst, src, length, src_cuda, src_dev, dst_cuda, dst_dev, 1, NULL);
+}
+
+ucs_status_t cux_copy_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length, uint64_t remote_addr,
+                                   uct_rkey_t rkey)
+{
+    ucs_status_t status = cux_copy_ep_short(tl_ep, (void*)remote_addr, buffer, length);
+
+    UCT_TL_EP_STAT_OP(ucs_derived_of(tl_ep, uct_base_ep_t), PUT, SHORT, length);
+    ucs_trace_data("cuda_copy put_short %u bytes %p -> 0x%" PRIx64 ": %s", length, buffer, remote_addr,
+                   ucs_status_string(status));
+    return status;
+}
+
+ucs_status_t cux_copy_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length, uint64_t remote_addr,
+                                   uct_rkey_t rkey)
+{
+    ucs_status_t status = cux_copy_ep_short(tl_ep, buffer, (const void*)remote_addr, length);
+
+    UCT_TL_EP_STAT_OP(ucs_derived_of(tl_ep, uct_base_ep_t), GET, SHORT, length);
+    ucs_trace_data("cuda_copy get_short %u bytes 0x%" PRIx64 " -> %p: %s", length, remote_addr, buffer,
+                   ucs_status_string(status));
+    return status;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                                          uint64_t remote_addr, uct_completion_t *comp,
+                                                          int local_is_src)
+{
+    cux_copy_iface_t *iface = ucs_derived_of(tl_ep->iface, cux_copy_iface_t);
+    void *remote            = (void*)remote_addr;
+    int local_cuda, local_dev, remote_cuda, remote_dev;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_IOV_SIZE(iovcnt, 1ul, local_is_src ? "cuda_copy put_zcopy" : "cuda_copy get_zcopy");
+
+    length = uct_iov_total_length(iov, iovcnt);
+    if (ucs_unlikely(length == 0)) {
+        return UCS_OK;
+    }
+    if (ucs_unlikely(!cux_async_has_resources(&iface->async))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    status = cux_copy_locate(iov[0].buffer, iov[0].memh, &local_cuda, &local_dev);
+    if (ucs_likely(status == UCS_OK)) {
+        status = cux_copy_locate(remote, UCT_MEM_HANDLE_NULL, &remote_cuda, &remote_dev);
+    }
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (local_is_src) {
+        return cux_copy_issue(iface, remote, iov[0].buffer, length, local_cuda, local_dev, remote_cuda,
+                              remote_dev, 0, comp);
+    }
+    return cux_copy_issue(iface, iov[0].buffer, remote, length, remote_cuda, remote_dev, local_cuda,
+                          local_dev, 0, comp);
+}
+
+ucs_status_t cux_copy_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                                   uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_copy_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 1);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), PUT, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    ucs_trace_data("cuda_copy put_zcopy %zu bytes -> 0x%" PRIx64 ": %s", uct_iov_total_length(iov, iovcnt),
+                   remote_addr, ucs_status_string(status));
+    return status;
+}
+
+ucs_status_t cux_copy_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                                   uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_copy_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, comp, 0);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), GET, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    ucs_trace_data("cuda_copy get_zcopy %zu bytes <- 0x%" PRIx64 ": %s", uct_iov_total_length(iov, iovcnt),
+                   remote_addr, ucs_status_string(status));
+    return status;
+}

@@ -1,0 +1,372 @@
+/*
+ * cuda_copy memory domain: see cux_copy_md.h.
+ */
+#include "cux_copy_md.h"
+#include "base/cux_device.h"
+#include "base/cux_ptr.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
+#include <string.h>
+
+static ucs_config_field_t cux_copy_md_config_table[] = {
+    {"", "", NULL, ucs_offsetof(cux_copy_md_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"PIN_HOST", "y",
+     "Pin (page-lock) host memory when it is registered, so that copies between it and GPU memory run as\n"
+     "DMA at full bandwidth. If pinning fails the registration still succeeds and copies use pageable\n"
+     "memory.",
+     ucs_offsetof(cux_copy_md_config_t, pin_host), UCS_CONFIG_TYPE_BOOL},
+
+    {NULL}
+};
+
+static ucs_status_t cux_copy_md_query(uct_md_h md, cux_md_attr_t *attr)
+{
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                                 UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    attr->cap.max_alloc        = SIZE_MAX;
+    attr->cap.max_reg          = SIZE_MAX;
+    attr->rkey_packed_size     = 0;
+    /* Registration of GPU memory makes one attribute query; pinning host memory costs more but is
+     * not on the path UCP estimates. */
+    attr->reg_cost             = ucs_linear_func_make(1e-6, 0);
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+/* Context for work that is not tied to a buffer: the caller's, or the first device's primary context. */
+static ucs_status_t cux_copy_md_default_ctx(cux_ctx_guard_t *guard, int *device_p)
+{
+    CUcontext ctx = NULL;
+    CUdevice cu_dev;
+    ucs_status_t status;
+
+    if ((cux_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) && (ctx != NULL)) {
+        guard->pushed = 0;
+        if (device_p != NULL) {
+            /* The ordinal of the current context's device: cuda devices are numbered as the driver does. */
+            status = CUX_DRV_CALL_ERR(cuCtxGetDevice, &cu_dev);
+            *device_p = (status == UCS_OK) ? (int)cu_dev : 0;
+        }
+        return UCS_OK;
+    }
+
+    status = cux_device_ctx(0, &ctx);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (device_p != NULL) {
+        *device_p = 0;
+    }
+    return cux_ctx_enter(ctx, guard);
+}
+
+static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
+                                          uct_mem_h *memh_p)
+{
+    cux_copy_md_t *md = ucs_derived_of(tl_md, cux_copy_md_t);
+    cux_copy_memh_t *memh;
+    cux_ctx_guard_t guard;
+    cux_ptr_info_t info;
+    ucs_status_t status;
+    uintptr_t start, end;
+
+    status = cux_ptr_query(address, &info);
+    if (status != UCS_OK) {
+        uct_md_log_mem_reg_error(flags, "cuda_copy: cannot query address %p: %s", address,
+                                 ucs_status_string(status));
+        return status;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "cux_copy_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memh->mem_type = info.mem_type;
+    memh->device   = info.device;
+    memh->address  = address;
+    memh->length   = length;
+    memh->flags    = 0;
+
+    if ((info.mem_type == UCS_MEMORY_TYPE_HOST) && !info.pinned && md->pin_host && (length > 0) &&
+        (cux_copy_md_default_ctx(&guard, NULL) == UCS_OK)) {
+        start  = ucs_align_down_pow2((uintptr_t)address, ucs_get_page_size());
+        end    = ucs_align_up_pow2((uintptr_t)address + length, ucs_get_page_size());
+        status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemHostRegister, (void*)start, end - start,
+                              CU_MEMHOSTREGISTER_PORTABLE);
+        cux_ctx_leave(&guard);
+        if (status == UCS_OK) {
+            memh->address = (void*)start;
+            memh->length  = end - start;
+            memh->flags  |= CUX_COPY_MEMH_PINNED;
+        } else {
+            /* Overlaps a range someone else pinned, or the system refused: copies still work. */
+            ucs_debug("cuda_copy: %p..%p stays pageable (%s)", (void*)start, (void*)end,
+                      ucs_status_string(status));
+        }
+    }
+
+    *memh_p = memh;
+    return UCS_OK;
+}
+
+CUX_MEM_REG_FUNC(cux_copy_mem_reg, cux_copy_mem_reg_impl)
+
+static void cux_copy_memh_release(cux_copy_memh_t *memh)
+{
+    cux_ctx_guard_t guard;
+
+    if ((memh->flags & CUX_COPY_MEMH_PINNED) && (cux_copy_md_default_ctx(&guard, NULL) == UCS_OK)) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemHostUnregister, memh->address);
+        cux_ctx_leave(&guard);
+    }
+    ucs_free(memh);
+}
+
+static ucs_status_t cux_copy_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
+{
+    cux_copy_memh_t *memh;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    memh = params->memh;
+    if (memh->flags & CUX_COPY_MEMH_ALLOCATED) {
+        ucs_error("cuda_copy: memh %p of %p was allocated by mem_alloc, release it with mem_free", memh,
+                  memh->address);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    cux_copy_memh_release(memh);
+    return UCS_OK;
+}
+
+static ucs_status_t cux_copy_mem_alloc(uct_md_h md, size_t *length_p, void **address_p,
+                                       ucs_memory_type_t mem_type, unsigned flags, const char *alloc_name,
+                                       uct_mem_h *memh_p)
+{
+    cux_copy_memh_t *memh;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+    int device;
+
+    if ((mem_type != UCS_MEMORY_TYPE_CUDA) && (mem_type != UCS_MEMORY_TYPE_CUDA_MANAGED)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    if (*length_p == 0) {
+        ucs_error("cuda_copy: cannot allocate 0 bytes of %s memory", ucs_memory_type_names[mem_type]);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "cux_copy_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = cux_copy_md_default_ctx(&guard, &device);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+    if (mem_type == UCS_MEMORY_TYPE_CUDA) {
+        status = CUX_DRV_CALL_ERR(cuMemAlloc, &dptr, *length_p);
+    } else {
+        status = CUX_DRV_CALL_ERR(cuMemAllocManaged, &dptr, *length_p, CU_MEM_ATTACH_GLOBAL);
+    }
+    cux_ctx_leave(&guard);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    memh->mem_type = mem_type;
+    memh->device   = device;
+    memh->address  = (void*)(uintptr_t)dptr;
+    memh->length   = *length_p;
+    memh->flags    = CUX_COPY_MEMH_ALLOCATED;
+    *address_p     = memh->address;
+    *memh_p        = memh;
+    ucs_debug("cuda_copy: allocated %zu bytes of %s memory at %p for %s", *length_p,
+              ucs_memory_type_names[mem_type], memh->address, alloc_name);
+    return UCS_OK;
+
+err_free:
+    ucs_free(memh);
+    return status;
+}
+
+static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
+{
+    cux_copy_memh_t *memh = tl_memh;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUcontext ctx;
+
+    if (!(memh->flags & CUX_COPY_MEMH_ALLOCATED)) {
+        ucs_error("cuda_copy: memh %p was not allocated by mem_alloc", memh);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = cux_device_ctx(memh->device, &ctx);
+    if (status == UCS_OK) {
+        status = cux_ctx_enter(ctx, &guard);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemFree, (CUdeviceptr)(uintptr_t)memh->address);
+    cux_ctx_leave(&guard);
+    ucs_free(memh);
+    return status;
+}
+
+/* The memory types we handle; anything else is reported as not ours, which UCP takes as host memory. */
+static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t *info)
+{
+    ucs_status_t status = cux_ptr_query(address, info);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    return cux_mem_type_is_cuda(info->mem_type) ? UCS_OK : UCS_ERR_INVALID_ADDR;
+}
+
+static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address, size_t length,
+                                                ucs_memory_type_t *mem_type_p)
+{
+    cux_ptr_info_t info;
+    ucs_status_t status;
+
+    status = cux_copy_ptr_query_cuda(address, &info);
+    if (status == UCS_OK) {
+        *mem_type_p = info.mem_type;
+    }
+    return status;
+}
+
+static ucs_status_t cux_copy_mem_query(uct_md_h md, const void *address, size_t length,
+                                       uct_md_mem_attr_t *mem_attr)
+{
+    cux_device_t *dev;
+    cux_ptr_info_t info;
+    ucs_status_t status;
+
+    status = cux_copy_ptr_query_cuda(address, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
+        mem_attr->mem_type = info.mem_type;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
+        dev               = cux_device_get(info.device);
+        mem_attr->sys_dev = (dev != NULL) ? dev->sys_dev : UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
+        mem_attr->base_address = info.base;
+    }
+    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
+        mem_attr->alloc_length = info.length;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
+{
+    return UCS_OK; /* rkey_packed_size is 0: copies stay inside one process */
+}
+
+CUX_MKEY_PACK_FUNC(cux_copy_mkey_pack, cux_copy_mkey_pack_impl)
+
+static ucs_status_t cux_copy_rkey_unpack_impl(uct_component_t *component, const void *rkey_buffer,
+                                              uct_rkey_t *rkey_p, void **handle_p)
+{
+    *rkey_p   = 0;
+    *handle_p = NULL;
+    return UCS_OK;
+}
+
+CUX_RKEY_UNPACK_FUNC(cux_copy_rkey_unpack, cux_copy_rkey_unpack_impl)
+
+static void cux_copy_md_close(uct_md_h md)
+{
+    ucs_free(md);
+}
+
+static uct_md_ops_t cux_copy_md_ops = {
+    .close              = cux_copy_md_close,
+    .query              = cux_copy_md_query,
+    .mem_alloc          = cux_copy_mem_alloc,
+    .mem_free           = cux_copy_mem_free,
+    .mem_advise         = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg            = cux_copy_mem_reg,
+    .mem_dereg          = cux_copy_mem_dereg,
+    .mem_query          = cux_copy_mem_query,
+    .mkey_pack          = cux_copy_mkey_pack,
+    .detect_memory_type = cux_copy_detect_memory_type,
+    CUX_MD_OPS_VERSION_FIELDS
+};
+
+static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_name,
+                                     const uct_md_config_t *uct_config, uct_md_h *md_p)
+{
+    const cux_copy_md_config_t *config = ucs_derived_of(uct_config, cux_copy_md_config_t);
+    cux_copy_md_t *md;
+    ucs_status_t status;
+
+    status = cux_devices_init();
+    if (status != UCS_OK) {
+        ucs_error("cuda_copy: cannot open %s: %s", md_name,
+                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
+        return status;
+    }
+
+    md = ucs_calloc(1, sizeof(*md), "cux_copy_md");
+    if (md == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->super.ops       = &cux_copy_md_ops;
+    md->super.component = &cux_copy_component;
+    md->pin_host        = config->pin_host;
+    *md_p               = &md->super;
+    return UCS_OK;
+}
+
+/* One memory domain when the driver and at least one GPU are there, none otherwise. */
+static ucs_status_t cux_copy_query_md_resources(uct_component_t *component,
+                                                uct_md_resource_desc_t **resources_p,
+                                                unsigned *num_resources_p)
+{
+    if (cux_devices_init() != UCS_OK) {
+        ucs_debug("cuda_copy: no resources: %s", *cux_driver_error() ? cux_driver_error() : "no devices");
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+    return uct_md_query_single_md_resource(component, resources_p, num_resources_p);
+}
+
+uct_component_t cux_copy_component = {
+    .query_md_resources = cux_copy_query_md_resources,
+    .md_open            = cux_copy_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
+    .rkey_unpack        = cux_copy_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
+    .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
+    .name               = CUX_COPY_COMPONENT_NAME,
+    .md_config          = {
+        .name           = "CUDA copy memory domain",
+        .prefix         = CUX_COPY_CONFIG_PREFIX,
+        .table          = cux_copy_md_config_table,
+        .size           = sizeof(cux_copy_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&cux_copy_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function,
+    CUX_COMPONENT_VERSION_FIELDS
+};
+
+UCT_COMPONENT_REGISTER(&cux_copy_component)

@@ -1,0 +1,91 @@
+/*
+ * Run-time CUDA driver loader.
+ *
+ * libcuda.so.1 is opened with dlopen() and every entry point is looked up with cuGetProcAddress() at the API
+ * version of the headers we were built with, so the module has no link-time dependency on the driver, runs on
+ * hosts without one (reporting no devices), and always gets the ABI its prototypes describe.
+ */
+#ifndef CUX_DRIVER_H_
+#define CUX_DRIVER_H_
+
+#include <cuda.h>
+#include <ucs/type/status.h>
+#include <ucs/debug/log_def.h>
+
+/* Every driver function the plugin calls. The pointer fields take the names cuda.h maps them to
+ * (e.g. cuMemAlloc -> cuMemAlloc_v2), so cux_drv.cuMemAlloc(...) reads like the plain API. */
+#define CUX_DRIVER_FUNCS(_f) \
+    _f(cuDriverGetVersion) \
+    _f(cuGetErrorName) \
+    _f(cuGetErrorString) \
+    _f(cuDeviceGetCount) \
+    _f(cuDeviceGet) \
+    _f(cuDeviceGetName) \
+    _f(cuDeviceGetAttribute) \
+    _f(cuDeviceGetPCIBusId) \
+    _f(cuDeviceGetUuid) \
+    _f(cuDeviceCanAccessPeer) \
+    _f(cuDevicePrimaryCtxRetain) \
+    _f(cuCtxGetCurrent) \
+    _f(cuCtxSetCurrent) \
+    _f(cuCtxPushCurrent) \
+    _f(cuCtxPopCurrent) \
+    _f(cuCtxGetDevice) \
+    _f(cuStreamCreate) \
+    _f(cuStreamDestroy) \
+    _f(cuStreamSynchronize) \
+    _f(cuEventCreate) \
+    _f(cuEventDestroy) \
+    _f(cuEventRecord) \
+    _f(cuEventQuery) \
+    _f(cuLaunchHostFunc) \
+    _f(cuMemcpyAsync) \
+    _f(cuMemAlloc) \
+    _f(cuMemAllocManaged) \
+    _f(cuMemFree) \
+    _f(cuMemHostRegister) \
+    _f(cuMemHostUnregister) \
+    _f(cuPointerGetAttributes)
+
+#define CUX_DRIVER_FIELD(_name) __typeof__(_name) *_name;
+
+typedef struct cux_driver {
+    CUX_DRIVER_FUNCS(CUX_DRIVER_FIELD)
+} cux_driver_t;
+
+/* Filled by cux_driver_load(); read-only afterwards. */
+extern cux_driver_t cux_drv;
+
+/* Oldest driver API we accept: the entry points above all exist since 12.0. */
+#define CUX_DRIVER_MIN_VERSION 12000
+
+/* Environment variable naming the driver library to open (default libcuda.so.1). */
+#define CUX_DRIVER_PATH_ENV "UCX_CUDA_DRIVER_PATH"
+
+/**
+ * Load the driver and initialise it, once per process (thread-safe). Never fatal: without a driver or a GPU
+ * it returns an error status, logs the reason at debug level, and keeps returning the same status.
+ */
+ucs_status_t cux_driver_load(void);
+
+/* Driver version as reported by cuDriverGetVersion(), or 0 when not loaded. */
+int cux_driver_version(void);
+
+/* Why the last load failed, for messages ("" when loaded). */
+const char *cux_driver_error(void);
+
+/* Status code and log line for a failed driver call. */
+ucs_status_t cux_driver_status(CUresult res, ucs_log_level_t level, const char *call, const char *file,
+                               int line);
+
+/* Call a driver function; on failure log at _level and evaluate to a UCX status, else UCS_OK. */
+#define CUX_DRV_CALL(_level, _func, ...) \
+    ({ \
+        CUresult _cux_res = cux_drv._func(__VA_ARGS__); \
+        (_cux_res == CUDA_SUCCESS) ? UCS_OK : \
+        cux_driver_status(_cux_res, _level, #_func, __FILE__, __LINE__); \
+    })
+
+#define CUX_DRV_CALL_ERR(_func, ...) CUX_DRV_CALL(UCS_LOG_LEVEL_ERROR, _func, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * Shared helpers of the gtest suites: paths set by the build, the plugin's internals the tests look at,
+ * and a UCT fixture that opens the cuda_copy transport through the real libuct.
+ */
+#ifndef CUX_TEST_H_
+#define CUX_TEST_H_
+
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include "driver/cux_driver.h"
+
+/* Internals of the module under test (exported from libuct_cuda). */
+ucs_status_t cux_devices_init(void);
+int cux_device_count(void);
+ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p);
+unsigned cux_copy_iface_num_events(uct_iface_h tl_iface);
+unsigned cux_copy_iface_num_streams(uct_iface_h tl_iface);
+}
+
+namespace cux_test {
+
+/* Output and exit status of a shell command. */
+struct command_result {
+    int         status;
+    std::string output;
+};
+
+command_result run_command(const std::string &cmd);
+
+/* Which driver this run uses: "mock" when UCX_CUDA_DRIVER_PATH names the test mock. */
+bool using_mock_driver();
+
+/* Path of a file in the build or source tree. */
+std::string build_path(const std::string &rel);
+std::string source_path(const std::string &rel);
+
+/* Skip the current test, saying why, when no CUDA device is visible. */
+#define CUX_SKIP_WITHOUT_GPU() \
+    do { \
+        if (cux_device_count() == 0) { \
+            GTEST_SKIP() << "no CUDA device: " << cux_driver_error(); \
+        } \
+    } while (0)
+
+/* The kinds of buffer the copy tests move data between. */
+enum class buf_kind { host, pinned_host, cuda0, cuda1, managed };
+
+const char *buf_kind_name(buf_kind kind);
+
+/* A buffer of some kind, freed at destruction. */
+class buffer {
+public:
+    buffer(buf_kind kind, size_t size);
+    ~buffer();
+    buffer(const buffer &) = delete;
+    buffer &operator=(const buffer &) = delete;
+
+    void *ptr() const { return m_ptr; }
+    size_t size() const { return m_size; }
+    buf_kind kind() const { return m_kind; }
+
+    /* Host-side access through the driver, whatever the kind. */
+    void write(const std::vector<uint8_t> &data);
+    std::vector<uint8_t> read() const;
+
+private:
+    buf_kind m_kind;
+    size_t   m_size;
+    void     *m_ptr;
+};
+
+/* Random bytes, a new seed every call. */
+std::vector<uint8_t> random_bytes(size_t size);
+
+/* Raw synchronous copy through the driver (test-side helper, not the transport). */
+void raw_copy(void *dst, const void *src, size_t size);
+
+/* cuda_copy opened through libuct: component, md, worker, iface, and an endpoint to itself. */
+class copy_transport : public ::testing::Test {
+protected:
+    void SetUp() override;
+    void TearDown() override;
+
+    /* Re-open the interface with extra configuration (name, value) pairs. */
+    void open_iface(const std::vector<std::pair<std::string, std::string>> &config = {});
+    void close_iface();
+
+    /* Progress until the completion is done or the timeout passes; returns its status. */
+    ucs_status_t wait(uct_completion_t *comp, double timeout_s = 30.0);
+
+    uct_component_h  m_component = nullptr;
+    uct_md_h         m_md        = nullptr;
+    ucs_async_context_t *m_async = nullptr;
+    uct_worker_h     m_worker    = nullptr;
+    uct_iface_h      m_iface     = nullptr;
+    uct_ep_h         m_ep        = nullptr;
+};
+
+/* A completion that counts its calls. */
+struct counting_completion {
+    uct_completion_t comp;
+    int              done;
+    ucs_status_t     status;
+
+    explicit counting_completion(int count = 1);
+    static void callback(uct_completion_t *self);
+};
+
+} // namespace cux_test
+
+#endif

@@ -1,0 +1,366 @@
+/*
+ * A stand-in for libcuda.so.1 so that CI, which has no GPU, runs the transport's whole data path through the
+ * real libuct: "device memory" is host memory the mock tracks, copies are memcpy, events become ready after
+ * MOCK_CUDA_EVENT_DELAY queries (default 2), so progress, flush, pending and arming are exercised.
+ *
+ * MOCK_CUDA_MODE selects a failure to test the loader: "nodevice" (cuInit fails), "old" (driver version
+ * 11.8), "nosym" (one entry point missing). Built with MOCK_PRE12 it lacks cuGetProcAddress_v2, like a
+ * driver older than CUDA 12.
+ * MOCK_CUDA_DEVICES sets the number of devices (default 2).
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MOCK_MAX_ALLOCS 4096
+
+typedef struct {
+    uintptr_t          start;
+    size_t             size;
+    int                device;
+    int                managed;
+    int                host_pinned;
+    unsigned long long id;
+} mock_alloc_t;
+
+struct CUctx_st    { int device; };
+struct CUstream_st { int device; };
+struct CUevent_st  { int pending; };
+
+static mock_alloc_t mock_allocs[MOCK_MAX_ALLOCS];
+static struct CUctx_st mock_ctx[16];
+static __thread CUcontext mock_current;
+static __thread CUcontext mock_stack[16];
+static __thread int mock_stack_depth;
+static unsigned long long mock_next_id = 1;
+static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
+static int mock_initialized;
+
+static const char *mock_mode(void)
+{
+    const char *mode = getenv("MOCK_CUDA_MODE");
+    return mode ? mode : "";
+}
+
+static int mock_num_devices(void)
+{
+    const char *n = getenv("MOCK_CUDA_DEVICES");
+    return n ? atoi(n) : 2;
+}
+
+static int mock_event_delay(void)
+{
+    const char *n = getenv("MOCK_CUDA_EVENT_DELAY");
+    return n ? atoi(n) : 2;
+}
+
+static mock_alloc_t *mock_find(uintptr_t p)
+{
+    int i;
+    for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
+        if (mock_allocs[i].size && (p >= mock_allocs[i].start) &&
+            (p < mock_allocs[i].start + mock_allocs[i].size)) {
+            return &mock_allocs[i];
+        }
+    }
+    return NULL;
+}
+
+static CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned)
+{
+    int i;
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
+        if (mock_allocs[i].size == 0) {
+            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++};
+            pthread_mutex_unlock(&mock_lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult mock_untrack(uintptr_t start, int pinned)
+{
+    mock_alloc_t *a;
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(start);
+    if ((a == NULL) || (a->start != start) || (a->host_pinned != pinned)) {
+        pthread_mutex_unlock(&mock_lock);
+        return pinned ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_ERROR_INVALID_VALUE;
+    }
+    a->size = 0;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+static int mock_current_device(void)
+{
+    return mock_current ? mock_current->device : -1;
+}
+
+CUresult cuInit(unsigned flags)
+{
+    if (!strcmp(mock_mode(), "nodevice") || (mock_num_devices() == 0)) {
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    mock_initialized = 1;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuDriverGetVersion(int *v)
+{
+    *v = !strcmp(mock_mode(), "old") ? 11080 : 13000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuGetErrorName(CUresult e, const char **s) { *s = "MOCK_ERROR"; return CUDA_SUCCESS; }
+static CUresult m_cuGetErrorString(CUresult e, const char **s) { *s = "mock error"; return CUDA_SUCCESS; }
+static CUresult m_cuDeviceGetCount(int *n) { *n = mock_num_devices(); return CUDA_SUCCESS; }
+
+static CUresult m_cuDeviceGet(CUdevice *d, int ordinal)
+{
+    if ((ordinal < 0) || (ordinal >= mock_num_devices())) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuDeviceGetName(char *name, int len, CUdevice d)
+{
+    strncpy(name, "Mock GPU", len);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) { *v = 1; return CUDA_SUCCESS; }
+
+static CUresult m_cuDeviceGetPCIBusId(char *s, int len, CUdevice d)
+{
+    return CUDA_ERROR_NOT_SUPPORTED; /* no PCI topology: sys_dev stays unknown */
+}
+
+static CUresult m_cuDeviceGetUuid(CUuuid *u, CUdevice d)
+{
+    memset(u, 0, sizeof(*u));
+    u->bytes[0] = 0x4d;
+    u->bytes[15] = (char)d;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { *can = 1; return CUDA_SUCCESS; }
+
+static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
+{
+    mock_ctx[d].device = d;
+    *c = &mock_ctx[d];
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxGetCurrent(CUcontext *c) { *c = mock_current; return CUDA_SUCCESS; }
+static CUresult m_cuCtxSetCurrent(CUcontext c) { mock_current = c; return CUDA_SUCCESS; }
+
+static CUresult m_cuCtxPushCurrent(CUcontext c)
+{
+    mock_stack[mock_stack_depth++] = mock_current;
+    mock_current = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxPopCurrent(CUcontext *c)
+{
+    if (mock_stack_depth == 0) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *c = mock_current;
+    mock_current = mock_stack[--mock_stack_depth];
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxGetDevice(CUdevice *d)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *d = mock_current->device;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *s = calloc(1, sizeof(**s));
+    (*s)->device = mock_current_device();
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
+static CUresult m_cuStreamSynchronize(CUstream s) { return CUDA_SUCCESS; }
+
+static CUresult m_cuEventCreate(CUevent *e, unsigned flags)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *e = calloc(1, sizeof(**e));
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
+
+static CUresult m_cuEventRecord(CUevent e, CUstream s)
+{
+    e->pending = mock_event_delay();
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuEventQuery(CUevent e)
+{
+    if (e->pending > 0) {
+        --e->pending;
+        return CUDA_ERROR_NOT_READY;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
+{
+    fn(arg); /* every earlier copy already ran */
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    if ((s == NULL) || (s->device != mock_current_device())) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: the stream's context must be current */
+    }
+    if (!dst || !src) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memmove((void*)dst, (void*)src, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
+{
+    void *m;
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (n == 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    m = malloc(n);
+    if (m == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    return mock_track((uintptr_t)m, n, mock_current_device(), managed, 0);
+}
+
+static CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n) { return mock_alloc(p, n, 0); }
+static CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return mock_alloc(p, n, 1); }
+
+static CUresult m_cuMemFree(CUdeviceptr p)
+{
+    CUresult r = mock_untrack(p, 0);
+    if (r == CUDA_SUCCESS) {
+        free((void*)p);
+    }
+    return r;
+}
+
+static CUresult m_cuMemHostRegister(void *p, size_t n, unsigned flags)
+{
+    if (mock_find((uintptr_t)p) || mock_find((uintptr_t)p + n - 1)) {
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    return mock_track((uintptr_t)p, n, -1, 0, 1);
+}
+
+static CUresult m_cuMemHostUnregister(void *p) { return mock_untrack((uintptr_t)p, 1); }
+
+static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
+{
+    mock_alloc_t *a;
+    unsigned i;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    for (i = 0; i < n; ++i) {
+        switch (attrs[i]) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+            *(unsigned*)data[i] = !a ? 0 : a->host_pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+            *(unsigned*)data[i] = a && a->managed;
+            break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            *(int*)data[i] = a ? a->device : -2;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            *(CUdeviceptr*)data[i] = a ? a->start : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            *(size_t*)data[i] = a ? a->size : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+            *(unsigned long long*)data[i] = a ? a->id : 0;
+            break;
+        default:
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+#define MOCK_SYM(_name) {#_name, (void*)m_##_name}
+
+static const struct {
+    const char *name;
+    void       *fn;
+} mock_syms[] __attribute__((used)) = {
+    MOCK_SYM(cuDriverGetVersion), MOCK_SYM(cuGetErrorName), MOCK_SYM(cuGetErrorString),
+    MOCK_SYM(cuDeviceGetCount), MOCK_SYM(cuDeviceGet), MOCK_SYM(cuDeviceGetName),
+    MOCK_SYM(cuDeviceGetAttribute), MOCK_SYM(cuDeviceGetPCIBusId), MOCK_SYM(cuDeviceGetUuid),
+    MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuCtxGetCurrent),
+    MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
+    MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
+    MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
+    MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync),
+    MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
+    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes),
+};
+
+/* A pre-12 driver has no cuGetProcAddress_v2. */
+#ifndef MOCK_PRE12
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    unsigned i;
+
+    *pfn    = NULL;
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (!mock_initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!strcmp(mock_mode(), "nosym") && !strcmp(symbol, "cuPointerGetAttributes")) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    for (i = 0; i < sizeof(mock_syms) / sizeof(mock_syms[0]); ++i) {
+        if (!strcmp(mock_syms[i].name, symbol)) {
+            *pfn    = mock_syms[i].fn;
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+#endif

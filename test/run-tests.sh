@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs the gtest suites of a configured and built tree and prints one line: N passed, N failed, N skipped.
+#
+#   1. against the system's libcuda.so.1: loader, registration and configure tests always run; the copy
+#      suite runs on a GPU host and is reported skipped elsewhere;
+#   2. against the mock driver (test/mock_cuda.c): the copy suite on emulated devices, so CI exercises the
+#      data path through the real libuct. Skipped with CUX_TEST_NO_MOCK=1.
+# Logs go to test/logs/. Exit status is non-zero when anything failed.
+set -u
+builddir=${CUX_BUILDDIR:-$PWD}
+bin="$builddir/test/cux_gtest"
+logs="$builddir/test/logs"
+mkdir -p "$logs"
+
+# The installed UCX's own cuda module (if it has one) must not register a second cuda_cpy component.
+export UCX_MODULES=${UCX_MODULES:-^cuda}
+
+passed=0 failed=0 skipped=0 broken=0
+
+run_suite() {
+    local name=$1; shift
+    local log="$logs/$name.log" xml="$logs/$name.xml"
+    echo "=== suite $name: $*"
+    env "$@" "$bin" --gtest_output="xml:$xml" >"$log" 2>&1
+    local rc=$?
+    grep -E '^\[  (PASSED|FAILED|SKIPPED)  ?\] [0-9]|^\[  FAILED  \] [a-z]|^cuda driver|events,' "$log" | sed 's/^/    /'
+    if [ ! -s "$xml" ]; then
+        echo "    suite $name produced no report (exit $rc): see $log"
+        tail -n 30 "$log" | sed 's/^/    /'
+        broken=$((broken + 1))
+        return
+    fi
+    # Count from the XML report: every testcase is run, skipped or failed.
+    local t f s
+    t=$(grep -c '<testcase ' "$xml")
+    f=$(grep -c '<failure' "$xml")
+    s=$(grep -c '<skipped' "$xml")
+    # a test with several failed assertions has several <failure> elements: count tests, not assertions
+    f=$(awk '/<testcase /{tc=1; fail=0} /<failure/{if (tc && !fail) {n++; fail=1}} END{print n+0}' "$xml")
+    passed=$((passed + t - f - s))
+    failed=$((failed + f))
+    skipped=$((skipped + s))
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "    suite $name exited $rc without a failed test: counted as a failure"
+        failed=$((failed + 1))
+    fi
+}
+
+run_suite system-driver CUX_TEST_SUITE=system
+if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
+    run_suite mock-driver UCX_CUDA_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
+        GTEST_FILTER='copy.*:registration.*' CUX_TEST_SUITE=mock
+fi
+
+failed=$((failed + broken))
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,385 @@
+/*
+ * cuda_copy data path through libuct: put/get short and zcopy in every direction, memory-type detection,
+ * allocation, completion machinery (flush, pending, event arming) and bounded resources. Runs on a real GPU,
+ * or on the mock driver in CI; skipped when neither is there.
+ */
+#include "cux_test.h"
+
+#include <poll.h>
+#include <cstring>
+
+using namespace cux_test;
+
+static std::vector<buf_kind> kinds()
+{
+    std::vector<buf_kind> k = {buf_kind::host, buf_kind::pinned_host, buf_kind::cuda0, buf_kind::managed};
+    if (cux_device_count() > 1) {
+        k.push_back(buf_kind::cuda1);
+    }
+    return k;
+}
+
+static const std::vector<size_t> sizes = {1, 7, 64, 4096, 65537, 1 << 20, 64 << 20};
+
+class copy : public copy_transport {
+protected:
+    enum class op { put_short, get_short, put_zcopy, get_zcopy };
+
+    /* One transfer local -> remote (put) or remote -> local (get), checked byte for byte. */
+    void transfer(op o, buf_kind local_kind, buf_kind remote_kind, size_t size, bool register_local)
+    {
+        buffer local(local_kind, size), remote(remote_kind, size);
+        bool put      = (o == op::put_short) || (o == op::put_zcopy);
+        buffer &src   = put ? local : remote;
+        buffer &dst   = put ? remote : local;
+        auto data     = random_bytes(size);
+        auto poison   = std::vector<uint8_t>(size, 0xa5);
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+        ucs_status_t status;
+
+        src.write(data);
+        dst.write(poison);
+
+        if (register_local) {
+            ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+        }
+
+        uint64_t raddr = (uint64_t)remote.ptr();
+        switch (o) {
+        case op::put_short:
+            status = uct_ep_put_short(m_ep, local.ptr(), size, raddr, 0);
+            break;
+        case op::get_short:
+            status = uct_ep_get_short(m_ep, local.ptr(), size, raddr, 0);
+            break;
+        default: {
+            uct_iov_t iov = {local.ptr(), size, memh, 0, 1};
+            counting_completion comp;
+            status = put ? uct_ep_put_zcopy(m_ep, &iov, 1, raddr, 0, &comp.comp) :
+                           uct_ep_get_zcopy(m_ep, &iov, 1, raddr, 0, &comp.comp);
+            if (status == UCS_INPROGRESS) {
+                status = wait(&comp.comp);
+            }
+            break;
+        }
+        }
+        ASSERT_EQ(UCS_OK, status) << "size " << size;
+        if (memh != UCT_MEM_HANDLE_NULL) {
+            ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+        }
+
+        auto got = dst.read();
+        ASSERT_EQ(0, memcmp(got.data(), data.data(), size))
+                << buf_kind_name(src.kind()) << " -> " << buf_kind_name(dst.kind()) << ", " << size << " bytes";
+    }
+
+    void all_directions(op o, bool register_local, size_t max_size = SIZE_MAX)
+    {
+        for (buf_kind l : kinds()) {
+            for (buf_kind r : kinds()) {
+                for (size_t size : sizes) {
+                    if (size > max_size) {
+                        continue;
+                    }
+                    SCOPED_TRACE(std::string(buf_kind_name(l)) + "/" + buf_kind_name(r) + " " +
+                                 std::to_string(size));
+                    transfer(o, l, r, size, register_local);
+                    if (HasFatalFailure()) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+};
+
+TEST_F(copy, put_short_every_direction)  { all_directions(op::put_short, false); }
+TEST_F(copy, get_short_every_direction)  { all_directions(op::get_short, false); }
+TEST_F(copy, put_zcopy_every_direction)  { all_directions(op::put_zcopy, false); }
+TEST_F(copy, get_zcopy_every_direction)  { all_directions(op::get_zcopy, false); }
+TEST_F(copy, put_zcopy_registered_local) { all_directions(op::put_zcopy, true, 1 << 20); }
+TEST_F(copy, get_zcopy_registered_local) { all_directions(op::get_zcopy, true, 1 << 20); }
+
+TEST_F(copy, zero_length_is_a_no_op)
+{
+    buffer b(buf_kind::cuda0, 64);
+    uct_iov_t iov = {b.ptr(), 0, UCT_MEM_HANDLE_NULL, 0, 1};
+    EXPECT_EQ(UCS_OK, uct_ep_put_short(m_ep, b.ptr(), 0, (uint64_t)b.ptr(), 0));
+    EXPECT_EQ(UCS_OK, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)b.ptr(), 0, NULL));
+}
+
+TEST_F(copy, bad_input_gets_an_error_status)
+{
+    buffer b(buf_kind::cuda0, 64);
+    uct_iov_t iov[2] = {{b.ptr(), 32, UCT_MEM_HANDLE_NULL, 0, 1}, {b.ptr(), 32, UCT_MEM_HANDLE_NULL, 0, 1}};
+    counting_completion comp;
+
+    /* more iov entries than max_iov */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_ep_put_zcopy(m_ep, iov, 2, (uint64_t)b.ptr(), 0, &comp.comp));
+    /* a null destination */
+    EXPECT_NE(UCS_OK, uct_ep_put_short(m_ep, b.ptr(), 8, 0, 0));
+    EXPECT_LT(uct_ep_put_zcopy(m_ep, iov, 1, 0, 0, &comp.comp), UCS_OK);
+}
+
+TEST_F(copy, memory_type_detection)
+{
+    buffer dev(buf_kind::cuda0, 4096), managed(buf_kind::managed, 4096), pinned(buf_kind::pinned_host, 4096);
+    std::vector<char> host(4096);
+    ucs_memory_type_t type;
+    uct_md_mem_attr_t attr;
+
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, dev.ptr(), 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, managed.ptr(), 4096, &type));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA_MANAGED, type);
+    EXPECT_NE(UCS_OK, uct_md_detect_memory_type(m_md, pinned.ptr(), 4096, &type));
+    EXPECT_NE(UCS_OK, uct_md_detect_memory_type(m_md, host.data(), 4096, &type));
+
+    /* an address inside the allocation: base and length are the allocation's */
+    attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_SYS_DEV |
+                      UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS | UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH;
+    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, (char*)dev.ptr() + 100, 10, &attr));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+    EXPECT_EQ(dev.ptr(), attr.base_address);
+    EXPECT_GE(attr.alloc_length, 4096u);
+    EXPECT_NE(UCS_OK, uct_md_mem_query(m_md, host.data(), 4096, &attr));
+
+    if (cux_device_count() > 1) {
+        buffer dev1(buf_kind::cuda1, 4096);
+        ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, dev1.ptr(), 4096, &type));
+        EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    }
+}
+
+TEST_F(copy, md_allocates_device_and_managed_memory)
+{
+    for (ucs_memory_type_t mem_type : {UCS_MEMORY_TYPE_CUDA, UCS_MEMORY_TYPE_CUDA_MANAGED}) {
+        uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+        uct_mem_alloc_params_t params = {};
+        uct_allocated_memory_t mem;
+        ucs_memory_type_t detected;
+
+        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
+                            UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+        params.flags      = UCT_MD_MEM_ACCESS_ALL;
+        params.mem_type   = mem_type;
+        params.mds.mds    = &m_md;
+        params.mds.count  = 1;
+        params.name       = "cux test";
+        ASSERT_EQ(UCS_OK, uct_mem_alloc(1 << 20, &method, 1, &params, &mem));
+        EXPECT_EQ(mem_type, mem.mem_type);
+        ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, mem.address, 1 << 20, &detected));
+        EXPECT_EQ(mem_type, detected);
+
+        auto data = random_bytes(1 << 20);
+        raw_copy(mem.address, data.data(), data.size());
+        std::vector<uint8_t> back(data.size());
+        raw_copy(back.data(), mem.address, back.size());
+        EXPECT_EQ(data, back);
+
+        /* releasing an allocation as if it were a registration is refused */
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg(m_md, mem.memh));
+        EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+    }
+}
+
+TEST_F(copy, host_registration_pins_and_unpins)
+{
+    std::vector<char> host(3 * 4096 + 100);
+    uct_mem_h memh, memh2;
+
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 10, 5000, UCT_MD_MEM_ACCESS_ALL, &memh));
+    /* overlapping registration: still succeeds (the range is already pinned) */
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 20, 100, UCT_MD_MEM_ACCESS_ALL, &memh2));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh2));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    /* pinned again after release: proves the first registration unpinned */
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 10, 5000, UCT_MD_MEM_ACCESS_ALL, &memh));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+
+TEST_F(copy, flush_waits_for_all_operations)
+{
+    const size_t n = 64, size = 1 << 20;
+    buffer src(buf_kind::cuda0, n * size), dst(buf_kind::pinned_host, n * size);
+    auto data = random_bytes(n * size);
+    counting_completion ops(n), flush;
+
+    src.write(data);
+    for (size_t i = 0; i < n; ++i) {
+        uct_iov_t iov = {(char*)src.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr() + i * size, 0, &ops.comp);
+        ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_OK));
+    }
+    ucs_status_t status = uct_ep_flush(m_ep, 0, &flush.comp);
+    if (status == UCS_INPROGRESS) {
+        ASSERT_EQ(UCS_OK, wait(&flush.comp));
+    } else {
+        ASSERT_EQ(UCS_OK, status);
+    }
+    EXPECT_EQ(1, ops.done) << "flush completed before the operations";
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_iface, 0, NULL));
+    EXPECT_EQ(data, dst.read());
+}
+
+TEST_F(copy, pending_queue_when_inflight_limit_is_reached)
+{
+    open_iface({{"MAX_INFLIGHT", "4"}});
+    const int n = 64;
+    buffer src(buf_kind::cuda0, n * 4096), dst(buf_kind::cuda0, n * 4096);
+    auto data = random_bytes(n * 4096);
+    counting_completion ops(n);
+    int issued = 0, no_resource = 0;
+
+    struct pending_op {
+        uct_pending_req_t req;
+        uct_ep_h         ep;
+        void             *src, *dst;
+        counting_completion *comp;
+        int              *issued;
+    };
+    std::vector<pending_op> pend(n);
+
+    src.write(data);
+    auto issue = [&](void *s, void *d) {
+        uct_iov_t iov = {s, 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+        return uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)d, 0, &ops.comp);
+    };
+    for (int i = 0; i < n; ++i) {
+        void *s = (char*)src.ptr() + i * 4096, *d = (char*)dst.ptr() + i * 4096;
+        ucs_status_t status = issue(s, d);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            ++no_resource;
+            pend[i] = {{}, m_ep, s, d, &ops, &issued};
+            pend[i].req.func = [](uct_pending_req_t *req) {
+                pending_op *p = ucs_container_of(req, pending_op, req);
+                uct_iov_t iov = {p->src, 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+                ucs_status_t st = uct_ep_put_zcopy(p->ep, &iov, 1, (uint64_t)p->dst, 0, &p->comp->comp);
+                if (st != UCS_ERR_NO_RESOURCE) {
+                    ++*p->issued;
+                    return UCS_OK;
+                }
+                return st;
+            };
+            status = uct_ep_pending_add(m_ep, &pend[i].req, 0);
+            if (status == UCS_ERR_BUSY) { /* resources came back meanwhile */
+                ASSERT_NE(UCS_ERR_NO_RESOURCE, issue(s, d));
+                ++issued;
+            } else {
+                ASSERT_EQ(UCS_OK, status);
+            }
+        } else {
+            ASSERT_EQ(UCS_INPROGRESS, status);
+            ++issued;
+        }
+    }
+    EXPECT_GT(no_resource, 0);
+    ASSERT_EQ(UCS_OK, wait(&ops.comp));
+    EXPECT_EQ(n, issued);
+    EXPECT_EQ(data, dst.read());
+    EXPECT_LE(cux_copy_iface_num_events(m_iface), 4u);
+}
+
+TEST_F(copy, pending_purge_returns_requests)
+{
+    open_iface({{"MAX_INFLIGHT", "1"}});
+    buffer src(buf_kind::cuda0, 4096), dst(buf_kind::cuda0, 4096);
+    uct_iov_t iov = {src.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion comp;
+    uct_pending_req_t req = {};
+    int purged = 0;
+
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &comp.comp));
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &comp.comp));
+    req.func = [](uct_pending_req_t *) { return UCS_ERR_NO_RESOURCE; };
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &req, 0));
+    uct_ep_pending_purge(m_ep, [](uct_pending_req_t *, void *arg) { ++*(int*)arg; }, &purged);
+    EXPECT_EQ(1, purged);
+    ASSERT_EQ(UCS_OK, wait(&comp.comp));
+}
+
+TEST_F(copy, event_fd_wakes_on_completion)
+{
+    const size_t size = 64 << 20;
+    buffer src(buf_kind::cuda0, size), dst(buf_kind::pinned_host, size);
+    uct_iov_t iov = {src.ptr(), size, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion comp;
+    int fd;
+
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(m_iface, &fd));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &comp.comp));
+
+    ucs_status_t status;
+    while ((status = uct_iface_event_arm(m_iface, UCT_EVENT_SEND_COMP)) == UCS_ERR_BUSY) {
+        uct_worker_progress(m_worker);
+        if (comp.done) {
+            GTEST_SKIP() << "copy finished before the interface could be armed";
+        }
+    }
+    ASSERT_EQ(UCS_OK, status);
+
+    struct pollfd pfd = {fd, POLLIN, 0};
+    ASSERT_EQ(1, poll(&pfd, 1, 10000)) << "no wake-up within 10 s";
+    ASSERT_EQ(UCS_OK, wait(&comp.comp));
+    EXPECT_EQ(1, comp.done);
+}
+
+TEST_F(copy, hundred_thousand_operations_keep_resources_bounded)
+{
+    const int total = 100000, window = 256;
+    buffer a(buf_kind::cuda0, window * 256), b(buf_kind::pinned_host, window * 256);
+    int outstanding = 0, done = 0, posted = 0;
+
+    struct ctr {
+        uct_completion_t comp;
+        int              *done, *outstanding;
+    } c;
+    c.comp.func   = [](uct_completion_t *self) {
+        ctr *p = ucs_container_of(self, ctr, comp);
+        ++*p->done;
+        --*p->outstanding;
+        self->count = 1;
+    };
+    c.comp.count  = 1;
+    c.comp.status = UCS_OK;
+    c.done        = &done;
+    c.outstanding = &outstanding;
+
+    /* Alternate directions so that several streams are in use. */
+    while (done < total) {
+        while ((posted < total) && (outstanding < window)) {
+            int i         = posted % window;
+            bool up       = (posted / window) % 2;
+            uct_iov_t iov = {(char*)(up ? b.ptr() : a.ptr()) + i * 256, 256, UCT_MEM_HANDLE_NULL, 0, 1};
+            uint64_t dst  = (uint64_t)(up ? a.ptr() : b.ptr()) + i * 256;
+            ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, dst, 0, &c.comp);
+            ASSERT_TRUE(status == UCS_INPROGRESS || status == UCS_OK) << ucs_status_string(status);
+            if (status == UCS_INPROGRESS) {
+                ++outstanding;
+            } else {
+                ++done;
+            }
+            ++posted;
+        }
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_LE(cux_copy_iface_num_events(m_iface), (unsigned)window + 64);
+    EXPECT_LE(cux_copy_iface_num_streams(m_iface), 5u * cux_device_count());
+    printf("100000 operations: %u events, %u streams\n", cux_copy_iface_num_events(m_iface),
+           cux_copy_iface_num_streams(m_iface));
+}
+
+TEST_F(copy, iface_open_on_unknown_device_fails_cleanly)
+{
+    uct_iface_config_t *config;
+    uct_iface_params_t params = {};
+    uct_iface_h iface;
+
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "cuda_copy", NULL, NULL, &config));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cuda_copy";
+    params.mode.device.dev_name = "gpu7";
+    EXPECT_EQ(UCS_ERR_NO_DEVICE, uct_iface_open(m_md, m_worker, &params, config, &iface));
+    uct_config_release(config);
+}

@@ -1,0 +1,309 @@
+/*
+ * Test entry point and shared helpers. With --probe-driver the binary only loads the driver and prints what
+ * happened: the loader tests run it as a child process so that each case sees a fresh, once-only load.
+ */
+#include "cux_test.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <sys/wait.h>
+
+namespace cux_test {
+
+command_result run_command(const std::string &cmd)
+{
+    command_result result{-1, ""};
+    char buf[4096];
+    FILE *f = popen((cmd + " 2>&1").c_str(), "r");
+
+    if (f == nullptr) {
+        return result;
+    }
+    while (fgets(buf, sizeof(buf), f) != nullptr) {
+        result.output += buf;
+    }
+    int st = pclose(f);
+    result.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return result;
+}
+
+bool using_mock_driver()
+{
+    const char *path = getenv(CUX_DRIVER_PATH_ENV);
+    return (path != nullptr) && (strstr(path, "mockcuda") != nullptr);
+}
+
+std::string build_path(const std::string &rel)
+{
+    return std::string(CUX_TEST_BUILDDIR) + "/" + rel;
+}
+
+std::string source_path(const std::string &rel)
+{
+    return std::string(CUX_TEST_SRCDIR) + "/" + rel;
+}
+
+const char *buf_kind_name(buf_kind kind)
+{
+    switch (kind) {
+    case buf_kind::host:        return "host";
+    case buf_kind::pinned_host: return "pinned";
+    case buf_kind::cuda0:       return "cuda0";
+    case buf_kind::cuda1:       return "cuda1";
+    case buf_kind::managed:     return "managed";
+    }
+    return "?";
+}
+
+/* Runs a driver call in a device's primary context. */
+template <typename F> static void in_device_ctx(int device, F f)
+{
+    CUcontext ctx, prev;
+
+    if (cux_device_ctx(device, &ctx) != UCS_OK) {
+        throw std::runtime_error("no context for device " + std::to_string(device));
+    }
+    cux_drv.cuCtxPushCurrent(ctx);
+    CUresult res = f();
+    cux_drv.cuCtxPopCurrent(&prev);
+    if (res != CUDA_SUCCESS) {
+        throw std::runtime_error("driver call failed: " + std::to_string(res));
+    }
+}
+
+buffer::buffer(buf_kind kind, size_t size) : m_kind(kind), m_size(size), m_ptr(nullptr)
+{
+    CUdeviceptr dptr = 0;
+
+    switch (kind) {
+    case buf_kind::host:
+        m_ptr = malloc(size);
+        break;
+    case buf_kind::pinned_host:
+        m_ptr = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+        in_device_ctx(0, [&] { return cux_drv.cuMemHostRegister(m_ptr, size, CU_MEMHOSTREGISTER_PORTABLE); });
+        break;
+    case buf_kind::cuda0:
+    case buf_kind::cuda1:
+        in_device_ctx(kind == buf_kind::cuda0 ? 0 : 1, [&] { return cux_drv.cuMemAlloc(&dptr, size); });
+        m_ptr = (void*)dptr;
+        break;
+    case buf_kind::managed:
+        in_device_ctx(0, [&] { return cux_drv.cuMemAllocManaged(&dptr, size, CU_MEM_ATTACH_GLOBAL); });
+        m_ptr = (void*)dptr;
+        break;
+    }
+    if (m_ptr == nullptr) {
+        throw std::runtime_error("allocation failed");
+    }
+}
+
+buffer::~buffer()
+{
+    switch (m_kind) {
+    case buf_kind::host:
+        free(m_ptr);
+        break;
+    case buf_kind::pinned_host:
+        in_device_ctx(0, [&] { return cux_drv.cuMemHostUnregister(m_ptr); });
+        free(m_ptr);
+        break;
+    default:
+        in_device_ctx(m_kind == buf_kind::cuda1 ? 1 : 0,
+                      [&] { return cux_drv.cuMemFree((CUdeviceptr)m_ptr); });
+        break;
+    }
+}
+
+void buffer::write(const std::vector<uint8_t> &data)
+{
+    raw_copy(m_ptr, data.data(), std::min(data.size(), m_size));
+}
+
+std::vector<uint8_t> buffer::read() const
+{
+    std::vector<uint8_t> data(m_size);
+    raw_copy(data.data(), m_ptr, m_size);
+    return data;
+}
+
+std::vector<uint8_t> random_bytes(size_t size)
+{
+    static std::random_device rd;
+    std::mt19937_64 gen(((uint64_t)rd() << 32) ^ rd());
+    std::vector<uint8_t> data(size);
+    size_t i = 0;
+
+    for (; i + 8 <= size; i += 8) {
+        uint64_t v = gen();
+        memcpy(&data[i], &v, 8);
+    }
+    for (; i < size; ++i) {
+        data[i] = (uint8_t)gen();
+    }
+    return data;
+}
+
+void raw_copy(void *dst, const void *src, size_t size)
+{
+    static CUstream stream = nullptr;
+
+    in_device_ctx(0, [&] {
+        CUresult res = CUDA_SUCCESS;
+        if (stream == nullptr) {
+            res = cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+        }
+        if (res == CUDA_SUCCESS) {
+            res = cux_drv.cuMemcpyAsync((CUdeviceptr)dst, (CUdeviceptr)src, size, stream);
+        }
+        return (res == CUDA_SUCCESS) ? cux_drv.cuStreamSynchronize(stream) : res;
+    });
+}
+
+counting_completion::counting_completion(int count) : done(0), status(UCS_OK)
+{
+    comp.func   = callback;
+    comp.count  = count;
+    comp.status = UCS_OK;
+}
+
+void counting_completion::callback(uct_completion_t *self)
+{
+    counting_completion *c = ucs_container_of(self, counting_completion, comp);
+    c->done++;
+    c->status = self->status;
+}
+
+void copy_transport::SetUp()
+{
+    uct_component_h *components;
+    unsigned num_components;
+
+    CUX_SKIP_WITHOUT_GPU();
+
+    ASSERT_EQ(UCS_OK, uct_query_components(&components, &num_components));
+    for (unsigned i = 0; i < num_components; ++i) {
+        uct_component_attr_t attr = {};
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        ASSERT_EQ(UCS_OK, uct_component_query(components[i], &attr));
+        if (!strcmp(attr.name, "cuda_cpy")) {
+            m_component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    ASSERT_NE(nullptr, m_component) << "component cuda_cpy is not registered";
+
+    uct_md_config_t *md_config;
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    ucs_status_t status = uct_md_open(m_component, "cuda_cpy", md_config, &m_md);
+    uct_config_release(md_config);
+    ASSERT_EQ(UCS_OK, status);
+
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE, &m_worker));
+    open_iface();
+}
+
+void copy_transport::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
+{
+    uct_iface_config_t *iface_config;
+    uct_iface_params_t params = {};
+    uct_ep_params_t ep_params = {};
+    std::vector<char> iface_addr;
+    uct_iface_attr_t attr;
+
+    close_iface();
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "cuda_copy", NULL, NULL, &iface_config));
+    for (const auto &kv : config) {
+        ASSERT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str()));
+    }
+
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cuda_copy";
+    params.mode.device.dev_name = "cuda";
+    ucs_status_t status = uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface);
+    uct_config_release(iface_config);
+    ASSERT_EQ(UCS_OK, status);
+    uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    iface_addr.resize(attr.iface_addr_len);
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)iface_addr.data()));
+    ASSERT_TRUE(uct_iface_is_reachable(m_iface, NULL, (uct_iface_addr_t*)iface_addr.data()));
+
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = m_iface;
+    ep_params.dev_addr   = NULL;
+    ep_params.iface_addr = (uct_iface_addr_t*)iface_addr.data();
+    ASSERT_EQ(UCS_OK, uct_ep_create(&ep_params, &m_ep));
+}
+
+void copy_transport::close_iface()
+{
+    if (m_ep != nullptr) {
+        uct_ep_destroy(m_ep);
+        m_ep = nullptr;
+    }
+    if (m_iface != nullptr) {
+        uct_iface_close(m_iface);
+        m_iface = nullptr;
+    }
+}
+
+void copy_transport::TearDown()
+{
+    close_iface();
+    if (m_worker != nullptr) {
+        uct_worker_destroy(m_worker);
+    }
+    if (m_async != nullptr) {
+        ucs_async_context_destroy(m_async);
+    }
+    if (m_md != nullptr) {
+        uct_md_close(m_md);
+    }
+}
+
+ucs_status_t copy_transport::wait(uct_completion_t *comp, double timeout_s)
+{
+    counting_completion *c = ucs_container_of(comp, counting_completion, comp);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+
+    while (!c->done) {
+        uct_worker_progress(m_worker);
+        if (std::chrono::steady_clock::now() > deadline) {
+            return UCS_ERR_TIMED_OUT;
+        }
+    }
+    return c->status;
+}
+
+} // namespace cux_test
+
+static int probe_driver()
+{
+    ucs_status_t status = cux_devices_init();
+
+    printf("status=%s devices=%d version=%d error=%s\n", ucs_status_string(status), cux_device_count(),
+           cux_driver_version(), cux_driver_error());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if ((argc > 1) && !strcmp(argv[1], "--probe-driver")) {
+        return probe_driver();
+    }
+
+    ::testing::InitGoogleTest(&argc, argv);
+    printf("cuda driver for this run: %s (%s)\n",
+           cux_test::using_mock_driver() ? "test mock" : "system libcuda.so.1",
+           (cux_devices_init() == UCS_OK) ? (std::to_string(cux_device_count()) + " devices").c_str() :
+                                            cux_driver_error());
+    return RUN_ALL_TESTS();
+}

@@ -1,0 +1,107 @@
+/*
+ * Registration through the real libuct: the component, its transport and configuration tables, seen by
+ * this process and by the installed UCX's own ucx_info with the module preloaded.
+ */
+#include "cux_test.h"
+
+#include <cstring>
+
+using namespace cux_test;
+
+static uct_component_h find_component(const char *name, uct_component_attr_t *attr)
+{
+    uct_component_h *components, found = nullptr;
+    unsigned num;
+
+    if (uct_query_components(&components, &num) != UCS_OK) {
+        return nullptr;
+    }
+    for (unsigned i = 0; i < num; ++i) {
+        attr->field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT |
+                           UCT_COMPONENT_ATTR_FIELD_FLAGS;
+        if ((uct_component_query(components[i], attr) == UCS_OK) && !strcmp(attr->name, name)) {
+            found = components[i];
+            break;
+        }
+    }
+    uct_release_component_list(components);
+    return found;
+}
+
+TEST(registration, component_is_listed_with_one_md_per_gpu_host)
+{
+    uct_component_attr_t attr = {};
+    ASSERT_NE(nullptr, find_component("cuda_cpy", &attr));
+    /* No GPU (or no driver): the component is there but offers no memory domain. */
+    EXPECT_EQ(cux_device_count() > 0 ? 1u : 0u, attr.md_resource_count);
+}
+
+TEST(registration, md_config_defaults_and_environment)
+{
+    uct_component_attr_t attr = {};
+    uct_component_h component = find_component("cuda_cpy", &attr);
+    uct_md_config_t *config;
+    char value[64];
+
+    ASSERT_NE(nullptr, component);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(component, NULL, NULL, &config));
+    ASSERT_EQ(UCS_OK, uct_config_get(config, "PIN_HOST", value, sizeof(value)));
+    EXPECT_STREQ("y", value);
+    uct_config_release(config);
+
+    setenv("UCX_CUDA_COPY_PIN_HOST", "n", 1);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(component, NULL, NULL, &config));
+    unsetenv("UCX_CUDA_COPY_PIN_HOST");
+    ASSERT_EQ(UCS_OK, uct_config_get(config, "PIN_HOST", value, sizeof(value)));
+    EXPECT_STREQ("n", value);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_config_modify(config, "PIN_HOST", "maybe"));
+    uct_config_release(config);
+}
+
+TEST(registration, bad_config_value_is_an_error_not_a_crash)
+{
+    uct_component_attr_t attr = {};
+    uct_component_h component = find_component("cuda_cpy", &attr);
+    uct_md_config_t *config   = nullptr;
+
+    ASSERT_NE(nullptr, component);
+    setenv("UCX_CUDA_COPY_PIN_HOST", "perhaps", 1);
+    ucs_status_t status = uct_md_config_read(component, NULL, NULL, &config);
+    unsetenv("UCX_CUDA_COPY_PIN_HOST");
+    EXPECT_NE(UCS_OK, status);
+    if (status == UCS_OK) {
+        uct_config_release(config);
+    }
+}
+
+static command_result ucx_info(const std::string &args, const std::string &env = "")
+{
+    return run_command(env + " UCX_MODULES=^cuda LD_PRELOAD=" + build_path(".libs/libuct_cuda.so.0") + " " +
+                       CUX_TEST_UCX_INFO + " " + args);
+}
+
+TEST(registration, stock_ucx_info_shows_every_variable)
+{
+    command_result r = ucx_info("-c -f");
+    ASSERT_EQ(0, r.status) << r.output;
+    for (const char *var : {"UCX_CUDA_COPY_PIN_HOST=y", "UCX_CUDA_COPY_MAX_POLL=16",
+                            "UCX_CUDA_COPY_MAX_INFLIGHT=inf", "UCX_CUDA_COPY_BW=", "UCX_CUDA_COPY_LAT=",
+                            "UCX_CUDA_COPY_OVERHEAD="}) {
+        EXPECT_NE(std::string::npos, r.output.find(var)) << var << " missing in:\n" << r.output;
+    }
+}
+
+TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
+{
+    command_result r = ucx_info("-d", "UCX_CUDA_DRIVER_PATH=/nonexistent/libcuda.so.1");
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("cuda_copy")) << r.output;
+}
+
+TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
+{
+    command_result r = ucx_info("-d", "UCX_CUDA_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so"));
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Component: cuda_cpy")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;
+}
