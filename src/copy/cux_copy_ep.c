@@ -150,7 +150,11 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_zcopy(uct_ep_h tl_ep, const 
     ucs_status_t status;
     size_t length;
 
-    UCT_CHECK_IOV_SIZE(iovcnt, 1ul, local_is_src ? "cuda_copy put_zcopy" : "cuda_copy get_zcopy");
+    if (ucs_unlikely(iovcnt > 1)) {
+        ucs_error("cuda_copy %s: %zu iov entries, at most 1 is supported", local_is_src ? "put_zcopy" : "get_zcopy",
+                  iovcnt);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     length = uct_iov_total_length(iov, iovcnt);
     if (ucs_unlikely(length == 0)) {

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Compare CUDA transport modules with two-process ucx_perftest runs on one UCX build.
+
+Each module file is put in turn into the UCX module directory (as libuct_cuda.so.0), so both run on the same
+UCX core. Runs are interleaved (the module order alternates between repeats), every case is repeated, and
+the report gives median, min and max per case and module, and the ratio ours/reference of the medians.
+Bandwidth is decimal GB/s (ucx_perftest prints MiB/s); latency is microseconds (ucx_perftest's average).
+
+  perftest_compare.py --prefix /opt/ucx-ref --module reference=/path/a.so --module ours=/path/b.so \
+      --cases copy --repeats 3 --out DIR
+"""
+import argparse
+import csv
+import datetime
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+MB = 1 << 20
+
+# name, test, size, memory types, iterations, warm-up, UCX_TLS, (server GPU, client GPU)
+CASE_SETS = {
+    "copy": [
+        ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, "self,sm,cuda_copy", (0, 0)),
+        ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, "self,sm,cuda_copy", (0, 0)),
+        ("tag_lat cuda 8B", "tag_lat", 8, "cuda", 20000, 2000, "self,sm,cuda_copy", (0, 0)),
+        ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 20000, 2000, "self,sm,cuda_copy", (0, 0)),
+    ],
+}
+
+
+def is_latency(test):
+    return test.endswith("_lat")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def install_module(src, moddir):
+    dst = os.path.join(moddir, "libuct_cuda.so.0")
+    tmp = dst + ".swap"
+    shutil.copyfile(src, tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, dst)
+
+
+def run_case(prefix, case, timeout):
+    name, test, size, mem, iters, warmup, tls, gpus = case
+    perftest = os.path.join(prefix, "bin", "ucx_perftest")
+    port = str(free_port())
+    base_env = dict(os.environ, UCX_TLS=tls)
+    server_env = dict(base_env, CUDA_VISIBLE_DEVICES=str(gpus[0]))
+    client_env = dict(base_env, CUDA_VISIBLE_DEVICES=str(gpus[1]))
+    server = subprocess.Popen([perftest, "-p", port], env=server_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    cmd = [perftest, "localhost", "-p", port, "-t", test, "-m", mem, "-s", str(size), "-n", str(iters),
+           "-w", str(warmup)]
+    try:
+        client = subprocess.run(cmd, env=client_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, timeout=timeout)
+        out, rc = client.stdout, client.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = (e.stdout or "") + "\n[timed out]", -1
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    server_out = server.stdout.read()
+    final = [line for line in out.splitlines() if line.startswith("Final:")]
+    if rc != 0 or not final:
+        return None, " ".join(cmd) + "\n" + out[-3000:] + "\n--- server ---\n" + server_out[-2000:]
+    f = final[-1].split()
+    # Final: iters p50_lat avg_lat overall_lat avg_bw overall_bw avg_rate overall_rate
+    if is_latency(test):
+        value = float(f[3])
+    else:
+        value = float(f[6]) * MB / 1e9
+    return value, final[-1]
+
+
+def environment():
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=30).stdout.strip()
+        except Exception as e:  # noqa: BLE001 - reported, never fatal
+            return "n/a (%s)" % e
+    return {
+        "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "gpu": sh("nvidia-smi --query-gpu=index,name --format=csv,noheader | paste -sd';'"),
+        "driver": sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1"),
+        "cuda": sh("nvidia-smi | sed -n 's/.*CUDA Version: \\([0-9.]*\\).*/\\1/p' | head -1"),
+        "host": sh("hostname"),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--prefix", required=True, help="UCX installation whose ucx_perftest is used")
+    ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH",
+                    help="module to compare; the first is the reference")
+    ap.add_argument("--cases", default="copy", choices=sorted(CASE_SETS))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    modules = [m.split("=", 1) for m in args.module]
+    moddir = os.path.join(args.prefix, "lib", "ucx")
+    os.makedirs(args.out, exist_ok=True)
+    ucx_version = subprocess.run([os.path.join(args.prefix, "bin", "ucx_info"), "-v"], stdout=subprocess.PIPE,
+                                 text=True).stdout.splitlines()[0].replace("# ", "")
+    env = environment()
+    env["ucx"] = ucx_version
+    cases = CASE_SETS[args.cases]
+
+    results = {}  # (case name, module name) -> [values]
+    errors = []
+    rows = []
+    for rep in range(args.repeats):
+        for case in cases:
+            order = modules if rep % 2 == 0 else list(reversed(modules))
+            for mname, mpath in order:
+                install_module(mpath, moddir)
+                value, detail = run_case(args.prefix, case, args.timeout)
+                print("repeat %d %-28s %-10s %s" % (rep, case[0], mname,
+                                                    "FAILED" if value is None else "%.3f" % value), flush=True)
+                if value is None:
+                    errors.append("repeat %d, %s, %s:\n%s" % (rep, case[0], mname, detail))
+                else:
+                    results.setdefault((case[0], mname), []).append(value)
+                rows.append([rep, case[0], case[1], case[2], case[3], mname,
+                             "" if value is None else "%.4f" % value,
+                             "us" if is_latency(case[1]) else "GB/s", detail if value is not None else "FAILED"])
+    install_module(modules[-1][1], moddir)  # leave the last module (ours) installed
+
+    with open(os.path.join(args.out, "perftest.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["repeat", "case", "test", "size", "mem", "module", "value", "unit", "final_line"])
+        w.writerows(rows)
+
+    ref = modules[0][0]
+    lines = ["# ucx_perftest: %s" % ", ".join(m for m, _ in modules), "",
+             "- date: %(date)s" % env, "- GPUs: %(gpu)s" % env, "- driver: %(driver)s, CUDA %(cuda)s" % env,
+             "- UCX core: %(ucx)s (same build for every module)" % env,
+             "- %d repeats per cell, interleaved; median (min-max)" % args.repeats, "",
+             "| case | unit | " + " | ".join(m for m, _ in modules) + " | ratio " +
+             " | ".join("%s/%s" % (m, ref) for m, _ in modules[1:]) + " |",
+             "|---|---|" + "---|" * len(modules) + "---|" * (len(modules) - 1)]
+    for case in cases:
+        unit = "us" if is_latency(case[1]) else "GB/s"
+        cells, medians = [], {}
+        for mname, _ in modules:
+            vals = results.get((case[0], mname), [])
+            if vals:
+                medians[mname] = statistics.median(vals)
+                cells.append("%.2f (%.2f-%.2f)" % (medians[mname], min(vals), max(vals)))
+            else:
+                cells.append("failed")
+        ratios = []
+        for mname, _ in modules[1:]:
+            if mname in medians and ref in medians and medians[ref] > 0:
+                ratios.append("%.2fx" % (medians[mname] / medians[ref]))
+            else:
+                ratios.append("n/a")
+        lines.append("| %s | %s | %s | %s |" % (case[0], unit, " | ".join(cells), " | ".join(ratios)))
+    lines += ["", "Latency: lower is better (ratio < 1 means ours is faster). Bandwidth: higher is better."]
+    if errors:
+        lines += ["", "## Failed runs", ""] + ["```\n%s\n```" % e for e in errors]
+    with open(os.path.join(args.out, "perftest.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the reference UCX for GPU work: UCX from Debian's source package (configure already generated, see
+# contrib/prepare-ucx-src.sh), with CUDA, into PREFIX. Only the libraries, ucx_info and ucx_perftest are
+# built (the test applications do not build with gcc 13), with -Wno-error for gcc 13. UCX's own CUDA module
+# is then copied to PREFIX/reference-module/libuct_cuda.so.0 so that it can be compared with ours.
+#
+#   contrib/build-reference-ucx.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
+set -euo pipefail
+src=$1
+prefix=$2
+cuda=${3:-/usr/local/cuda}
+jobs=$(nproc)
+
+if [ -f "$src" ]; then
+    dir=$(mktemp -d)
+    tar -C "$dir" -xzf "$src"
+    src=$(ls -d "$dir"/ucx-*)
+fi
+src=$(cd "$src" && pwd)
+[ -x "$src/configure" ] || { echo "build-reference-ucx: $src has no configure (run contrib/prepare-ucx-src.sh)" >&2; exit 1; }
+
+build="$src/build-cuda"
+mkdir -p "$build"
+cd "$build"
+"$src/configure" --prefix="$prefix" --with-cuda="$cuda" --without-java --without-go --disable-doxygen-doc \
+    --enable-mt --disable-logging --disable-debug --disable-assertions \
+    CFLAGS="-O3 -g -Wno-error" CXXFLAGS="-O3 -g -Wno-error" >configure.log 2>&1 ||
+    { tail -n 30 configure.log; exit 1; }
+grep -q '^#define HAVE_CUDA 1' config.h || { echo "build-reference-ucx: configure found no CUDA" >&2; exit 1; }
+
+dirs="src/ucm src/ucs src/uct src/ucp src/tools/info src/tools/perf"
+for d in $dirs; do
+    make -C "$d" -j"$jobs" >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+done
+for d in $dirs; do
+    make -C "$d" install >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+done
+# The headers UCX installs (public API); the configured source tree is what the plugin builds against.
+make -C src/ucs install-data >/dev/null 2>&1 || true
+
+moddir="$prefix/lib/ucx"
+[ -e "$moddir/libuct_cuda.so.0" ] || { echo "build-reference-ucx: no libuct_cuda.so.0 in $moddir" >&2; exit 1; }
+mkdir -p "$prefix/reference-module"
+cp -L "$moddir/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0"
+echo "reference UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Version //p') in $prefix"
+"$prefix/bin/ucx_info" -b | grep -E '_MODULES'

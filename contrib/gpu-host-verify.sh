@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# End-to-end verification on a GPU host, in one go: reference UCX with CUDA (built, or unpacked from an
+# earlier run), googletest, the plugin built from its dist tarball against that UCX, the gtest suites on the
+# real GPUs, ucx_info with our module installed, and the ucx_perftest comparison with UCX's own module.
+#
+#   OUT=/some/dir contrib/gpu-host-verify.sh [CASES] [REPEATS]
+#
+# Inputs in ./gpu-carry (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
+# googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
+# Writes to $OUT: summary.txt, gtest-gpu.log, gtest-mock.log, ucx_info.txt, perftest.md, perftest.csv,
+# build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+carry="$top/gpu-carry"
+out=${OUT:-/tmp/cux-out}
+prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
+cases=${1:-copy}
+repeats=${2:-3}
+work=/tmp/cux-work
+mkdir -p "$out" "$work/logs"
+summary="$out/summary.txt"
+t0=$(date +%s)
+
+step() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$summary"; }
+fail() { step "FAILED: $*"; tar -C "$work" -czf "$out/build-logs.tar.gz" logs 2>/dev/null; exit 1; }
+
+step "host: $(hostname), $(nproc) cores"
+nvidia-smi -L >>"$summary" 2>&1
+nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1 | sed 's/^/driver: /' >>"$summary"
+nvidia-smi topo -m >>"$summary" 2>&1
+
+ucx_tar=$(ls "$carry"/ucx-*-src.tar.gz | head -1)
+tar -C "$work" -xzf "$ucx_tar"
+ucx_src=$(ls -d "$work"/ucx-*/ | head -1)
+
+if [ ! -x "$prefix/bin/ucx_info" ]; then
+    if [ -f "$carry/ucx-ref-install.tar.gz" ]; then
+        step "unpacking the reference UCX from an earlier run"
+        tar -C / -xzf "$carry/ucx-ref-install.tar.gz" || fail "unpacking ucx-ref-install.tar.gz"
+    else
+        step "building the reference UCX (with CUDA) from $(basename "$ucx_tar")"
+        "$top/contrib/build-reference-ucx.sh" "$ucx_src" "$prefix" >"$work/logs/ucx-build.log" 2>&1 ||
+            { cp "$ucx_src/build-cuda/"*.log "$work/logs/" 2>/dev/null; fail "reference UCX build"; }
+        tail -n 3 "$work/logs/ucx-build.log" >>"$summary"
+        tar -C / --exclude='*.a' --exclude='*.la' -czf "$out/ucx-ref-install.tar.gz" "${prefix#/}"
+    fi
+fi
+"$prefix/bin/ucx_info" -v | head -1 >>"$summary"
+
+step "building googletest"
+gt="$work/gtest"
+mkdir -p "$gt/lib"
+g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
+    -c "$carry/googletest/src/gtest-all.cc" -o "$gt/gtest-all.o" >"$work/logs/gtest-build.log" 2>&1 &&
+    ar rcs "$gt/lib/libgtest.a" "$gt/gtest-all.o" || fail "googletest build"
+
+step "building the plugin against $prefix"
+plugin_tar=$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)
+tar -C "$work" -xzf "$plugin_tar"
+plugin=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
+cd "$plugin" || fail "plugin sources"
+./configure --with-ucx="$prefix" --with-ucx-src="$ucx_src" CPPFLAGS="-isystem $carry/googletest/include" \
+    LDFLAGS="-L$gt/lib" >"$work/logs/plugin-configure.log" 2>&1 || fail "plugin configure"
+make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
+make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
+
+step "gtest suites (real GPUs, then the mock driver)"
+./test/run-tests.sh >"$work/logs/run-tests.log" 2>&1
+tests_rc=$?
+cat "$work/logs/run-tests.log" >>"$summary"
+cp test/logs/system-driver.log "$out/gtest-gpu.log"
+cp test/logs/mock-driver.log "$out/gtest-mock.log" 2>/dev/null
+
+step "installing our module into $prefix/lib/ucx"
+make install >"$work/logs/plugin-install.log" 2>&1 || fail "plugin install"
+mkdir -p "$prefix/cux-module"
+cp -L "$prefix/lib/ucx/libuct_cuda.so.0" "$prefix/cux-module/libuct_cuda.so.0"
+cmp -s "$prefix/cux-module/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0" &&
+    fail "installed module is UCX's own"
+{
+    echo "### ucx_info -d (our module installed), cuda part"
+    "$prefix/bin/ucx_info" -d | grep -B2 -A30 'Component: cuda_cpy'
+    echo "### ucx_info -c | grep CUDA_COPY"
+    "$prefix/bin/ucx_info" -c | grep CUDA_COPY
+    echo "### module list of this UCX"
+    "$prefix/bin/ucx_info" -b | grep uct_MODULES
+} >"$out/ucx_info.txt" 2>&1
+grep -q 'Transport: cuda_copy' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_copy"
+
+step "ucx_perftest: reference vs ours, cases '$cases', $repeats repeats"
+python3 "$plugin/bench/perftest_compare.py" --prefix "$prefix" \
+    --module reference="$prefix/reference-module/libuct_cuda.so.0" \
+    --module ours="$prefix/cux-module/libuct_cuda.so.0" \
+    --cases "$cases" --repeats "$repeats" --out "$out" >"$work/logs/perftest.log" 2>&1
+perf_rc=$?
+tail -n 20 "$work/logs/perftest.log" >>"$summary"
+
+tar -C "$work" -czf "$out/build-logs.tar.gz" logs
+step "done: tests exit $tests_rc, perftest exit $perf_rc"
+[ $tests_rc -eq 0 ] && [ $perf_rc -eq 0 ]

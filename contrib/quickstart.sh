@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Set up, build, install, and show the CUDA transports (README, quick start step 1).
+#
+#   contrib/quickstart.sh                # system UCX (/usr), dependencies from the distribution's packages
+#   UCX_PREFIX=/opt/ucx UCX_SRC=/src/ucx-1.13.1 contrib/quickstart.sh
+#
+# Runs a short host-to-GPU transfer demo through libuct when a GPU is present.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+prefix=${UCX_PREFIX:-/usr}
+
+if [ -z "${UCX_SRC:-}" ]; then
+    src_line=$(contrib/install-deps.sh deps | tail -n 1)
+    UCX_SRC=${src_line##*source tree: }
+fi
+[ -x configure ] || ./autogen.sh >/dev/null
+mkdir -p build
+cd build
+../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" >configure.log 2>&1 || { tail -n 20 configure.log; exit 1; }
+make -j"$(nproc)" >make.log 2>&1 || { tail -n 30 make.log; exit 1; }
+make install >install.log 2>&1 || { tail -n 20 install.log; exit 1; }
+moduledir=$(sed -n 's/^moduledir = //p' Makefile)
+module="$moduledir/libuct_cuda.so.0"
+echo "installed $module"
+
+# A UCX whose module list has no 'cuda' (stock distribution packages before 1.22) needs the preload.
+preload=""
+if ! UCX_MODULES=^cuda "$prefix/bin/ucx_info" -b | grep -q 'uct_MODULES.*:cuda'; then
+    preload=$module
+    echo "this UCX does not load a cuda module by itself: use LD_PRELOAD=$module"
+fi
+
+echo "--- ucx_info -d (CUDA transports)"
+LD_PRELOAD=$preload "$prefix/bin/ucx_info" -d | grep -B1 -A12 'Component: cuda_cpy' ||
+    echo "(no CUDA transport resources: no GPU or no driver on this host)"
+echo "--- ucx_info -c (CUDA_COPY variables)"
+LD_PRELOAD=$preload "$prefix/bin/ucx_info" -c | grep CUDA_COPY
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    echo "--- GPU demo: host <-> GPU transfers through libuct"
+    make -j"$(nproc)" check TESTS= >check-build.log 2>&1 || { tail -n 20 check-build.log; exit 1; }
+    UCX_MODULES=^cuda ./test/cux_gtest --gtest_filter='copy.memory_type_detection:copy.put_zcopy_registered_local'
+else
+    echo "--- no GPU here: skipping the transfer demo"
+fi
