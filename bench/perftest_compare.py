@@ -52,20 +52,25 @@ def install_module(src, moddir):
     os.replace(tmp, dst)
 
 
-def run_case(prefix, case, timeout):
+def pinned(cmd, cpu):
+    """Bind a process to one core (ucx_perftest warns, and wanders, without it)."""
+    return (["taskset", "-c", str(cpu)] + cmd) if cpu is not None and shutil.which("taskset") else cmd
+
+
+def run_case(prefix, case, timeout, cpus):
     name, test, size, mem, iters, warmup, tls, gpus = case
     perftest = os.path.join(prefix, "bin", "ucx_perftest")
     port = str(free_port())
     base_env = dict(os.environ, UCX_TLS=tls)
     server_env = dict(base_env, CUDA_VISIBLE_DEVICES=str(gpus[0]))
     client_env = dict(base_env, CUDA_VISIBLE_DEVICES=str(gpus[1]))
-    server = subprocess.Popen([perftest, "-p", port], env=server_env, stdout=subprocess.PIPE,
+    server = subprocess.Popen(pinned([perftest, "-p", port], cpus[0]), env=server_env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
     cmd = [perftest, "localhost", "-p", port, "-t", test, "-m", mem, "-s", str(size), "-n", str(iters),
            "-w", str(warmup)]
     try:
-        client = subprocess.run(cmd, env=client_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        client = subprocess.run(pinned(cmd, cpus[1]), env=client_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, timeout=timeout)
         out, rc = client.stdout, client.returncode
     except subprocess.TimeoutExpired as e:
@@ -112,10 +117,12 @@ def main():
     ap.add_argument("--cases", default="copy", choices=sorted(CASE_SETS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
+    ap.add_argument("--cpus", default="1,3", help="cores for server,client ('' for no binding)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
     modules = [m.split("=", 1) for m in args.module]
+    cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else [None, None]
     moddir = os.path.join(args.prefix, "lib", "ucx")
     os.makedirs(args.out, exist_ok=True)
     ucx_version = subprocess.run([os.path.join(args.prefix, "bin", "ucx_info"), "-v"], stdout=subprocess.PIPE,
@@ -132,7 +139,7 @@ def main():
             order = modules if rep % 2 == 0 else list(reversed(modules))
             for mname, mpath in order:
                 install_module(mpath, moddir)
-                value, detail = run_case(args.prefix, case, args.timeout)
+                value, detail = run_case(args.prefix, case, args.timeout, cpus)
                 print("repeat %d %-28s %-10s %s" % (rep, case[0], mname,
                                                     "FAILED" if value is None else "%.3f" % value), flush=True)
                 if value is None:
@@ -153,7 +160,8 @@ def main():
     lines = ["# ucx_perftest: %s" % ", ".join(m for m, _ in modules), "",
              "- date: %(date)s" % env, "- GPUs: %(gpu)s" % env, "- driver: %(driver)s, CUDA %(cuda)s" % env,
              "- UCX core: %(ucx)s (same build for every module)" % env,
-             "- %d repeats per cell, interleaved; median (min-max)" % args.repeats, "",
+             "- %d repeats per cell, interleaved; median (min-max); server/client on cores %s" %
+             (args.repeats, args.cpus or "unbound"), "",
              "| case | unit | " + " | ".join(m for m, _ in modules) + " | ratio " +
              " | ".join("%s/%s" % (m, ref) for m, _ in modules[1:]) + " |",
              "|---|---|" + "---|" * len(modules) + "---|" * (len(modules) - 1)]

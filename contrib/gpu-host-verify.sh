@@ -57,15 +57,17 @@ g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googl
 step "building the plugin against $prefix"
 plugin_tar=$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)
 tar -C "$work" -xzf "$plugin_tar"
-plugin=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
-cd "$plugin" || fail "plugin sources"
-./configure --with-ucx="$prefix" --with-ucx-src="$ucx_src" CPPFLAGS="-isystem $carry/googletest/include" \
+plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
+plugin="$work/plugin-build"
+mkdir -p "$plugin"
+cd "$plugin" || fail "plugin build directory"
+"$plugin_src/configure" --with-ucx="$prefix" --with-ucx-src="$ucx_src" CPPFLAGS="-isystem $carry/googletest/include" \
     LDFLAGS="-L$gt/lib" >"$work/logs/plugin-configure.log" 2>&1 || fail "plugin configure"
 make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
 make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
 step "gtest suites (real GPUs, then the mock driver)"
-./test/run-tests.sh >"$work/logs/run-tests.log" 2>&1
+"$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
 tests_rc=$?
 cat "$work/logs/run-tests.log" >>"$summary"
 cp test/logs/system-driver.log "$out/gtest-gpu.log"
@@ -88,7 +90,7 @@ cmp -s "$prefix/cux-module/libuct_cuda.so.0" "$prefix/reference-module/libuct_cu
 grep -q 'Transport: cuda_copy' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_copy"
 
 step "ucx_perftest: reference vs ours, cases '$cases', $repeats repeats"
-python3 "$plugin/bench/perftest_compare.py" --prefix "$prefix" \
+python3 "$plugin_src/bench/perftest_compare.py" --prefix "$prefix" \
     --module reference="$prefix/reference-module/libuct_cuda.so.0" \
     --module ours="$prefix/cux-module/libuct_cuda.so.0" \
     --cases "$cases" --repeats "$repeats" --out "$out" >"$work/logs/perftest.log" 2>&1

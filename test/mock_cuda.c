@@ -235,12 +235,25 @@ static CUresult m_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
     return CUDA_SUCCESS;
 }
 
+/* Like the driver: a host range that starts inside a pinned range must end inside it too. */
+static int mock_straddles_pinned(CUdeviceptr p, size_t n)
+{
+    mock_alloc_t *a;
+    int straddles;
+
+    pthread_mutex_lock(&mock_lock);
+    a         = mock_find(p);
+    straddles = (a != NULL) && a->host_pinned && (p + n > a->start + a->size);
+    pthread_mutex_unlock(&mock_lock);
+    return straddles;
+}
+
 static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     if ((s == NULL) || (s->device != mock_current_device())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: the stream's context must be current */
     }
-    if (!dst || !src) {
+    if (!dst || !src || mock_straddles_pinned(dst, n) || mock_straddles_pinned(src, n)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     memmove((void*)dst, (void*)src, n);

@@ -183,18 +183,74 @@ TEST_F(copy, md_allocates_device_and_managed_memory)
     }
 }
 
+static bool driver_says_pinned(const void *p)
+{
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    unsigned int type        = 0;
+    void *data               = &type;
+
+    return (cux_drv.cuPointerGetAttributes(1, &attr, &data, (CUdeviceptr)p) == CUDA_SUCCESS) &&
+           (type == CU_MEMORYTYPE_HOST);
+}
+
 TEST_F(copy, host_registration_pins_and_unpins)
 {
     std::vector<char> host(3 * 4096 + 100);
     uct_mem_h memh, memh2;
 
+    ASSERT_FALSE(driver_says_pinned(host.data() + 10));
     ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 10, 5000, UCT_MD_MEM_ACCESS_ALL, &memh));
+    EXPECT_TRUE(driver_says_pinned(host.data() + 10));
     /* overlapping registration: still succeeds (the range is already pinned) */
     ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 20, 100, UCT_MD_MEM_ACCESS_ALL, &memh2));
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh2));
+    EXPECT_TRUE(driver_says_pinned(host.data() + 10)) << "the overlapping registration unpinned the first";
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
-    /* pinned again after release: proves the first registration unpinned */
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, host.data() + 10, 5000, UCT_MD_MEM_ACCESS_ALL, &memh));
+    EXPECT_FALSE(driver_says_pinned(host.data() + 10));
+}
+
+TEST_F(copy, registration_without_pinning)
+{
+    std::vector<char> host(8192);
+    uct_md_config_t *config;
+    uct_md_h md;
+    uct_mem_h memh;
+
+    setenv("UCX_CUDA_COPY_PIN_HOST", "n", 1);
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
+    unsetenv("UCX_CUDA_COPY_PIN_HOST");
+    ASSERT_EQ(UCS_OK, uct_md_open(m_component, "cuda_cpy", config, &md));
+    uct_config_release(config);
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(md, host.data(), host.size(), UCT_MD_MEM_ACCESS_ALL, &memh));
+    EXPECT_FALSE(driver_says_pinned(host.data()));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, memh));
+    uct_md_close(md);
+}
+
+/* Found on the GPU host: a pinned range must not reach into the next buffer, or copies from that buffer
+ * straddle the end of a pinned range and the driver rejects them. */
+TEST_F(copy, pinning_leaves_neighbouring_buffers_alone)
+{
+    const size_t len = 65537;
+    std::vector<char> block(3 * len + 64);
+    char *a = block.data() + 16, *b = a + len + 15;
+    buffer dev(buf_kind::cuda0, len);
+    auto data = random_bytes(len);
+    uct_mem_h memh;
+
+    memcpy(b, data.data(), len);
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, a, len, UCT_MD_MEM_ACCESS_ALL, &memh));
+    for (void *dst : {(void*)(a + 0), dev.ptr()}) {
+        uct_iov_t iov = {b, len, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst, 0, &comp.comp);
+        if (status == UCS_INPROGRESS) {
+            status = wait(&comp.comp);
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+    EXPECT_EQ(0, memcmp(a, data.data(), len));
+    EXPECT_EQ(data, dev.read());
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }
 

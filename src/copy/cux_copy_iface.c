@@ -272,19 +272,20 @@ static UCS_CLASS_DEFINE_NEW_FUNC(cux_copy_iface_t, uct_iface_t, uct_md_h, uct_wo
                                  const uct_iface_params_t*, const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(cux_copy_iface_t, uct_iface_t);
 
-/* One device, "cuda", placed at the current context's GPU when the caller has one. */
+/* One device, "cuda", placed at the GPU of the caller's current context, or at the only GPU there is. */
 static ucs_status_t cux_copy_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                            unsigned *num_devices_p)
 {
-    ucs_sys_device_t sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
-    CUdevice cu_dev;
-    cux_device_t *dev;
+    CUdevice cu_dev    = 0;
+    cux_device_t *dev  = NULL;
 
     if (cux_drv.cuCtxGetDevice(&cu_dev) == CUDA_SUCCESS) {
-        dev     = cux_device_get((int)cu_dev);
-        sys_dev = (dev != NULL) ? dev->sys_dev : UCS_SYS_DEVICE_ID_UNKNOWN;
+        dev = cux_device_get((int)cu_dev);
+    } else if (cux_device_count() == 1) {
+        dev = cux_device_get(0);
     }
-    return uct_single_device_resource(md, CUX_COPY_DEV_NAME, UCT_DEVICE_TYPE_ACC, sys_dev, devices_p,
+    return uct_single_device_resource(md, CUX_COPY_DEV_NAME, UCT_DEVICE_TYPE_ACC,
+                                      (dev != NULL) ? dev->sys_dev : UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
                                       num_devices_p);
 }
 

@@ -7,8 +7,6 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
-#include <ucs/sys/math.h>
-#include <ucs/sys/sys.h>
 #include <string.h>
 
 static ucs_config_field_t cux_copy_md_config_table[] = {
@@ -76,7 +74,6 @@ static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t 
     cux_ctx_guard_t guard;
     cux_ptr_info_t info;
     ucs_status_t status;
-    uintptr_t start, end;
 
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
@@ -95,21 +92,18 @@ static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t 
     memh->length   = length;
     memh->flags    = 0;
 
+    /* Pin exactly the registered range: rounding it out to pages would make a neighbouring buffer straddle
+     * the edge of a pinned range, and the driver rejects copies that do. */
     if ((info.mem_type == UCS_MEMORY_TYPE_HOST) && !info.pinned && md->pin_host && (length > 0) &&
         (cux_copy_md_default_ctx(&guard, NULL) == UCS_OK)) {
-        start  = ucs_align_down_pow2((uintptr_t)address, ucs_get_page_size());
-        end    = ucs_align_up_pow2((uintptr_t)address + length, ucs_get_page_size());
-        status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemHostRegister, (void*)start, end - start,
+        status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemHostRegister, address, length,
                               CU_MEMHOSTREGISTER_PORTABLE);
         cux_ctx_leave(&guard);
         if (status == UCS_OK) {
-            memh->address = (void*)start;
-            memh->length  = end - start;
-            memh->flags  |= CUX_COPY_MEMH_PINNED;
+            memh->flags |= CUX_COPY_MEMH_PINNED;
         } else {
             /* Overlaps a range someone else pinned, or the system refused: copies still work. */
-            ucs_debug("cuda_copy: %p..%p stays pageable (%s)", (void*)start, (void*)end,
-                      ucs_status_string(status));
+            ucs_debug("cuda_copy: %p+%zu stays pageable (%s)", address, length, ucs_status_string(status));
         }
     }
 

@@ -34,7 +34,7 @@ enum {
 typedef struct cux_copy_memh {
     ucs_memory_type_t mem_type;
     int               device;     /* ordinal, -1 for host memory */
-    void              *address;   /* registered (or pinned) start */
+    void              *address;
     size_t            length;
     unsigned          flags;
 } cux_copy_memh_t;

@@ -21,10 +21,13 @@ static ucs_status_t cux_driver_load_status = UCS_ERR_NO_DEVICE;
 static int cux_driver_api_version;
 static char cux_driver_errbuf[256];
 
-#define CUX_DRIVER_NAME(_name) #_name,
-#define CUX_DRIVER_SLOT(_name) (void**)&cux_drv._name,
+#define CUX_DRIVER_ENTRY(_name, _version) {#_name, _version},
+#define CUX_DRIVER_SLOT(_name, _version)  (void**)&cux_drv._name,
 
-static const char *const cux_driver_names[] = {CUX_DRIVER_FUNCS(CUX_DRIVER_NAME)};
+static const struct {
+    const char *name;
+    int        version;
+} cux_driver_entries[] = {CUX_DRIVER_FUNCS(CUX_DRIVER_ENTRY)};
 
 static ucs_status_t cux_driver_fail(ucs_status_t status, const char *fmt, ...)
 {
@@ -45,12 +48,12 @@ static ucs_status_t cux_driver_resolve(cux_get_proc_address_v2_t get_proc)
     CUresult res;
 
     for (i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i) {
-        /* Ask for the ABI of the headers we compiled against: our prototypes describe exactly that one. */
-        res = get_proc(cux_driver_names[i], slots[i], CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &qres);
+        res = get_proc(cux_driver_entries[i].name, slots[i], cux_driver_entries[i].version,
+                       CU_GET_PROC_ADDRESS_DEFAULT, &qres);
         if ((res != CUDA_SUCCESS) || (qres != CU_GET_PROC_ADDRESS_SUCCESS) || (*slots[i] == NULL)) {
             return cux_driver_fail(UCS_ERR_UNSUPPORTED,
-                                   "driver has no %s for CUDA API %d (error %d, lookup %d): driver too old?",
-                                   cux_driver_names[i], CUDA_VERSION, (int)res, (int)qres);
+                                   "driver has no %s with the ABI of CUDA %d (error %d, lookup %d): driver too old?",
+                                   cux_driver_entries[i].name, cux_driver_entries[i].version, (int)res, (int)qres);
         }
     }
     return UCS_OK;

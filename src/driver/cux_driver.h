@@ -9,45 +9,51 @@
 #define CUX_DRIVER_H_
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <ucs/type/status.h>
 #include <ucs/debug/log_def.h>
 
-/* Every driver function the plugin calls. The pointer fields take the names cuda.h maps them to
- * (e.g. cuMemAlloc -> cuMemAlloc_v2), so cux_drv.cuMemAlloc(...) reads like the plain API. */
+/*
+ * Every driver function the plugin calls, with the CUDA version whose ABI we use. The same base name can
+ * change its signature between versions (CUDA 13's cuCtxGetDevice takes a context argument), so each entry
+ * point is typed with cudaTypedefs.h's PFN_<name>_v<version> and requested from cuGetProcAddress at exactly
+ * that version. The fields take the names cuda.h maps them to (cuMemAlloc -> cuMemAlloc_v2), so
+ * cux_drv.cuMemAlloc(...) reads like the plain API.
+ */
 #define CUX_DRIVER_FUNCS(_f) \
-    _f(cuDriverGetVersion) \
-    _f(cuGetErrorName) \
-    _f(cuGetErrorString) \
-    _f(cuDeviceGetCount) \
-    _f(cuDeviceGet) \
-    _f(cuDeviceGetName) \
-    _f(cuDeviceGetAttribute) \
-    _f(cuDeviceGetPCIBusId) \
-    _f(cuDeviceGetUuid) \
-    _f(cuDeviceCanAccessPeer) \
-    _f(cuDevicePrimaryCtxRetain) \
-    _f(cuCtxGetCurrent) \
-    _f(cuCtxSetCurrent) \
-    _f(cuCtxPushCurrent) \
-    _f(cuCtxPopCurrent) \
-    _f(cuCtxGetDevice) \
-    _f(cuStreamCreate) \
-    _f(cuStreamDestroy) \
-    _f(cuStreamSynchronize) \
-    _f(cuEventCreate) \
-    _f(cuEventDestroy) \
-    _f(cuEventRecord) \
-    _f(cuEventQuery) \
-    _f(cuLaunchHostFunc) \
-    _f(cuMemcpyAsync) \
-    _f(cuMemAlloc) \
-    _f(cuMemAllocManaged) \
-    _f(cuMemFree) \
-    _f(cuMemHostRegister) \
-    _f(cuMemHostUnregister) \
-    _f(cuPointerGetAttributes)
+    _f(cuDriverGetVersion, 2020) \
+    _f(cuGetErrorName, 6000) \
+    _f(cuGetErrorString, 6000) \
+    _f(cuDeviceGetCount, 2000) \
+    _f(cuDeviceGet, 2000) \
+    _f(cuDeviceGetName, 2000) \
+    _f(cuDeviceGetAttribute, 2000) \
+    _f(cuDeviceGetPCIBusId, 4010) \
+    _f(cuDeviceGetUuid, 11040) \
+    _f(cuDeviceCanAccessPeer, 4000) \
+    _f(cuDevicePrimaryCtxRetain, 7000) \
+    _f(cuCtxGetCurrent, 4000) \
+    _f(cuCtxSetCurrent, 4000) \
+    _f(cuCtxPushCurrent, 4000) \
+    _f(cuCtxPopCurrent, 4000) \
+    _f(cuCtxGetDevice, 2000) \
+    _f(cuStreamCreate, 2000) \
+    _f(cuStreamDestroy, 4000) \
+    _f(cuStreamSynchronize, 2000) \
+    _f(cuEventCreate, 2000) \
+    _f(cuEventDestroy, 4000) \
+    _f(cuEventRecord, 2000) \
+    _f(cuEventQuery, 2000) \
+    _f(cuLaunchHostFunc, 10000) \
+    _f(cuMemcpyAsync, 4000) \
+    _f(cuMemAlloc, 3020) \
+    _f(cuMemAllocManaged, 6000) \
+    _f(cuMemFree, 3020) \
+    _f(cuMemHostRegister, 6050) \
+    _f(cuMemHostUnregister, 4000) \
+    _f(cuPointerGetAttributes, 7000)
 
-#define CUX_DRIVER_FIELD(_name) __typeof__(_name) *_name;
+#define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 
 typedef struct cux_driver {
     CUX_DRIVER_FUNCS(CUX_DRIVER_FIELD)
