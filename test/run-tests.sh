@@ -3,8 +3,8 @@
 #
 #   1. against the system's libcuda.so.1: loader, registration and configure tests always run; the copy
 #      suite runs on a GPU host and is reported skipped elsewhere;
-#   2. against the mock driver (test/mock_cuda.c): the copy suite on emulated devices, so CI exercises the
-#      data path through the real libuct. Skipped with CUX_TEST_NO_MOCK=1.
+#   2. against the mock driver (test/mock_cuda.c): the copy suite on two emulated devices, then on one, so
+#      CI exercises the data path through the real libuct. Skipped with CUX_TEST_NO_MOCK=1.
 # Logs go to test/logs/. Exit status is non-zero when anything failed.
 set -u
 builddir=${CUX_BUILDDIR:-$PWD}
@@ -50,6 +50,9 @@ run_suite system-driver CUX_TEST_SUITE=system
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     run_suite mock-driver UCX_CUDA_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         GTEST_FILTER='copy.*:registration.*' CUX_TEST_SUITE=mock
+    # one visible GPU takes its own fast path for short copies
+    run_suite mock-driver-1gpu UCX_CUDA_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
+        GTEST_FILTER='copy.*' CUX_TEST_SUITE=mock1
 fi
 
 failed=$((failed + broken))

@@ -49,13 +49,11 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_locate(const void *address, uct
     return UCS_OK;
 }
 
-/* Issue one copy on the queue of its direction, in the context of the GPU that drives it. */
+/* Issue one copy on a queue of a device's resources, in that device's context. */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, void *dst, const void *src,
-                                                       size_t length, int src_cuda, int src_dev,
-                                                       int dst_cuda, int dst_dev, int synchronous,
+                                                       size_t length, int device, int queue,
                                                        uct_completion_t *comp)
 {
-    int device = src_cuda ? src_dev : (dst_cuda ? dst_dev : 0);
     cux_copy_dev_res_t *res;
     cux_stream_queue_t *sq;
     cux_ctx_guard_t guard;
@@ -67,7 +65,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
         return status;
     }
 
-    sq = &res->queues[synchronous ? CUX_COPY_QUEUE_SHORT : ((src_cuda << 1) | dst_cuda)];
+    sq     = &res->queues[queue];
     status = cux_ctx_enter(res->ctx, &guard);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
@@ -85,7 +83,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
         goto out;
     }
 
-    if (synchronous) {
+    if (queue == CUX_COPY_QUEUE_SHORT) {
         status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
     } else {
         status = cux_async_track(sq, comp);
@@ -96,32 +94,53 @@ out:
     return status;
 }
 
+/*
+ * The device that runs a short copy. Its stream is not tied to a direction, so only the device matters:
+ * with one visible GPU that needs no driver call (UCP 1.13 issues one short copy per fragment when it packs
+ * or unpacks GPU memory, so this is on its bandwidth path); otherwise the GPU side of the copy decides.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_short_device(cux_copy_iface_t *iface, const void *gpu_side,
+                                                              const void *other_side, int *device_p)
+{
+    int is_cuda, device;
+    ucs_status_t status;
+
+    if (iface->num_devices == 1) {
+        *device_p = 0;
+        return UCS_OK;
+    }
+
+    status = cux_copy_locate(gpu_side, UCT_MEM_HANDLE_NULL, &is_cuda, &device);
+    if (ucs_likely((status == UCS_OK) && !is_cuda)) {
+        status = cux_copy_locate(other_side, UCT_MEM_HANDLE_NULL, &is_cuda, &device);
+    }
+    *device_p = is_cuda ? device : 0;
+    return status;
+}
+
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_short(uct_ep_h tl_ep, void *dst, const void *src,
-                                                          unsigned length)
+                                                          unsigned length, const void *remote)
 {
     cux_copy_iface_t *iface = ucs_derived_of(tl_ep->iface, cux_copy_iface_t);
-    int src_cuda, src_dev, dst_cuda, dst_dev;
     ucs_status_t status;
+    int device;
 
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
     }
 
-    status = cux_copy_locate(src, UCT_MEM_HANDLE_NULL, &src_cuda, &src_dev);
-    if (ucs_likely(status == UCS_OK)) {
-        status = cux_copy_locate(dst, UCT_MEM_HANDLE_NULL, &dst_cuda, &dst_dev);
-    }
+    /* UCP's remote address is the GPU buffer of a memory-type copy: ask about it first. */
+    status = cux_copy_short_device(iface, remote, (remote == dst) ? src : dst, &device);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
-
-    return cux_copy_issue(iface, dst, src, length, src_cuda, src_dev, dst_cuda, dst_dev, 1, NULL);
+    return cux_copy_issue(iface, dst, src, length, device, CUX_COPY_QUEUE_SHORT, NULL);
 }
 
 ucs_status_t cux_copy_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length, uint64_t remote_addr,
                                    uct_rkey_t rkey)
 {
-    ucs_status_t status = cux_copy_ep_short(tl_ep, (void*)remote_addr, buffer, length);
+    ucs_status_t status = cux_copy_ep_short(tl_ep, (void*)remote_addr, buffer, length, (void*)remote_addr);
 
     UCT_TL_EP_STAT_OP(ucs_derived_of(tl_ep, uct_base_ep_t), PUT, SHORT, length);
     ucs_trace_data("cuda_copy put_short %u bytes %p -> 0x%" PRIx64 ": %s", length, buffer, remote_addr,
@@ -132,7 +151,7 @@ ucs_status_t cux_copy_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned 
 ucs_status_t cux_copy_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length, uint64_t remote_addr,
                                    uct_rkey_t rkey)
 {
-    ucs_status_t status = cux_copy_ep_short(tl_ep, buffer, (const void*)remote_addr, length);
+    ucs_status_t status = cux_copy_ep_short(tl_ep, buffer, (const void*)remote_addr, length, (void*)remote_addr);
 
     UCT_TL_EP_STAT_OP(ucs_derived_of(tl_ep, uct_base_ep_t), GET, SHORT, length);
     ucs_trace_data("cuda_copy get_short %u bytes 0x%" PRIx64 " -> %p: %s", length, remote_addr, buffer,
@@ -172,12 +191,15 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_zcopy(uct_ep_h tl_ep, const 
         return status;
     }
 
+    /* The source's GPU drives the copy; the queue is that of the direction, so directions overlap. */
     if (local_is_src) {
-        return cux_copy_issue(iface, remote, iov[0].buffer, length, local_cuda, local_dev, remote_cuda,
-                              remote_dev, 0, comp);
+        return cux_copy_issue(iface, remote, iov[0].buffer, length,
+                              local_cuda ? local_dev : (remote_cuda ? remote_dev : 0),
+                              (local_cuda << 1) | remote_cuda, comp);
     }
-    return cux_copy_issue(iface, iov[0].buffer, remote, length, remote_cuda, remote_dev, local_cuda,
-                          local_dev, 0, comp);
+    return cux_copy_issue(iface, iov[0].buffer, remote, length,
+                          remote_cuda ? remote_dev : (local_cuda ? local_dev : 0),
+                          (remote_cuda << 1) | local_cuda, comp);
 }
 
 ucs_status_t cux_copy_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,

@@ -246,6 +246,7 @@ static UCS_CLASS_INIT_FUNC(cux_copy_iface_t, uct_md_h md, uct_worker_h worker,
     }
 
     self->id               = cux_copy_process_id();
+    self->num_devices      = cux_device_count();
     self->config.bandwidth = config->bandwidth;
     self->config.latency   = config->latency;
     self->config.overhead  = config->overhead;

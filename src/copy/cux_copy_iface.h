@@ -40,6 +40,7 @@ typedef struct cux_copy_dev_res {
 typedef struct cux_copy_iface {
     uct_base_iface_t   super;
     uint64_t           id;        /* identifies this process: endpoints only reach the same process */
+    int                num_devices;
     cux_async_t        async;
     cux_copy_dev_res_t *devs[CUX_MAX_DEVICES];
     struct {
