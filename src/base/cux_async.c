@@ -18,10 +18,12 @@ typedef struct cux_flush_req {
 } cux_flush_req_t;
 
 typedef struct cux_desc {
-    ucs_queue_elem_t qe;
-    CUevent          event;   /* NULL for a flush marker */
-    uct_completion_t *comp;
-    cux_flush_req_t  *flush;
+    ucs_queue_elem_t         qe;
+    CUevent                  event;   /* NULL for a flush marker */
+    uct_completion_t         *comp;
+    cux_flush_req_t          *flush;
+    cux_async_release_func_t release;
+    void                     *release_arg;
 } cux_desc_t;
 
 /* Private part of a pending request: queue link and the endpoint, for purge. */
@@ -106,6 +108,9 @@ static int cux_stream_queue_pop(cux_stream_queue_t *sq, cux_desc_t *desc)
     if (desc->event != NULL) {
         cux_event_pool_put(sq->events, desc->event);
         --async->num_inflight;
+        if (desc->release != NULL) {
+            desc->release(desc->release_arg);
+        }
     } else {
         flushed = (--desc->flush->markers == 0);
     }
@@ -152,6 +157,12 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
 
 ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp)
 {
+    return cux_async_track_release(sq, comp, NULL, NULL);
+}
+
+ucs_status_t cux_async_track_release(cux_stream_queue_t *sq, uct_completion_t *comp,
+                                     cux_async_release_func_t release, void *release_arg)
+{
     cux_desc_t *desc;
     ucs_status_t status;
     CUevent event;
@@ -173,9 +184,11 @@ ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp)
         goto err_put_desc;
     }
 
-    desc->event = event;
-    desc->comp  = comp;
-    desc->flush = NULL;
+    desc->event       = event;
+    desc->comp        = comp;
+    desc->flush       = NULL;
+    desc->release     = release;
+    desc->release_arg = release_arg;
     cux_stream_queue_push(sq, desc);
     ++sq->async->num_inflight;
     return UCS_INPROGRESS;
@@ -275,9 +288,10 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
         if (desc == NULL) {
             break; /* the markers placed so far still complete the request; report the shortage */
         }
-        desc->event = NULL;
-        desc->comp  = NULL;
-        desc->flush = flush;
+        desc->event   = NULL;
+        desc->comp    = NULL;
+        desc->flush   = flush;
+        desc->release = NULL;
         ucs_queue_push(&sq->descs, &desc->qe);
         ++flush->markers;
     }

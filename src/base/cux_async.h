@@ -77,6 +77,14 @@ static inline int cux_async_has_resources(const cux_async_t *async)
  */
 ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp);
 
+/* Called when a tracked operation is done (or dropped at close), before its completion. */
+typedef void (*cux_async_release_func_t)(void *arg);
+
+/* Like cux_async_track, and release(arg) runs when the work is done. Only on UCS_INPROGRESS does the engine
+ * take over the release; on any other return the caller still owns it. */
+ucs_status_t cux_async_track_release(cux_stream_queue_t *sq, uct_completion_t *comp,
+                                     cux_async_release_func_t release, void *release_arg);
+
 unsigned cux_async_progress(cux_async_t *async);
 
 /* UCS_OK when nothing is in flight, else UCS_INPROGRESS (and comp, if given, is called when all is done). */

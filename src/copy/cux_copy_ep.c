@@ -49,49 +49,19 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_locate(const void *address, uct
     return UCS_OK;
 }
 
-/* Issue one copy on a queue of a device's resources, in that device's context. */
+/* Issue one copy on a queue of a device's resources. */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, void *dst, const void *src,
                                                        size_t length, int device, int queue,
                                                        uct_completion_t *comp)
 {
-    cux_copy_dev_res_t *res;
-    cux_stream_queue_t *sq;
-    cux_ctx_guard_t guard;
+    cux_dev_res_t *res;
     ucs_status_t status;
-    CUstream stream;
 
-    status = cux_copy_iface_dev_res(iface, device, &res);
+    status = cux_dev_table_get(&iface->devs, device, &res);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
-
-    sq     = &res->queues[queue];
-    status = cux_ctx_enter(res->ctx, &guard);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    status = cux_stream_queue_stream(sq, &stream);
-    if (ucs_unlikely(status != UCS_OK)) {
-        goto out;
-    }
-
-    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length,
-                              stream);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_error("cuda_copy: copy of %zu bytes %p -> %p failed", length, src, dst);
-        goto out;
-    }
-
-    if (queue == CUX_COPY_QUEUE_SHORT) {
-        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
-    } else {
-        status = cux_async_track(sq, comp);
-    }
-
-out:
-    cux_ctx_leave(&guard);
-    return status;
+    return cux_dev_copy(res, queue, dst, src, length, queue == CUX_COPY_QUEUE_SHORT, comp, NULL, NULL);
 }
 
 /*

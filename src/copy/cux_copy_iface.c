@@ -45,67 +45,14 @@ static uint64_t cux_copy_process_id(void)
     return ucs_get_system_id() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)getpid();
 }
 
-ucs_status_t cux_copy_iface_dev_res_create(cux_copy_iface_t *iface, int device)
-{
-    cux_copy_dev_res_t *res;
-    ucs_status_t status;
-    CUcontext ctx;
-    int i;
-
-    status = cux_device_ctx(device, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
-
-    res = ucs_calloc(1, sizeof(*res), "cux_copy_dev_res");
-    if (res == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    res->ctx = ctx;
-    cux_event_pool_init(&res->events, ctx);
-    for (i = 0; i < CUX_COPY_QUEUE_LAST; ++i) {
-        cux_stream_queue_init(&res->queues[i], &iface->async, ctx, &res->events);
-    }
-    iface->devs[device] = res;
-    ucs_debug("cuda_copy iface %p: resources for device %d created", iface, device);
-    return UCS_OK;
-}
-
-static void cux_copy_iface_dev_res_destroy(cux_copy_dev_res_t *res)
-{
-    int i;
-
-    for (i = 0; i < CUX_COPY_QUEUE_LAST; ++i) {
-        cux_stream_queue_cleanup(&res->queues[i]);
-    }
-    cux_event_pool_cleanup(&res->events);
-    ucs_free(res);
-}
-
 unsigned cux_copy_iface_num_events(uct_iface_h tl_iface)
 {
-    cux_copy_iface_t *iface = ucs_derived_of(tl_iface, cux_copy_iface_t);
-    unsigned count = 0;
-    int dev;
-
-    for (dev = 0; dev < CUX_MAX_DEVICES; ++dev) {
-        count += (iface->devs[dev] != NULL) ? iface->devs[dev]->events.created : 0;
-    }
-    return count;
+    return cux_dev_table_num_events(&ucs_derived_of(tl_iface, cux_copy_iface_t)->devs);
 }
 
 unsigned cux_copy_iface_num_streams(uct_iface_h tl_iface)
 {
-    cux_copy_iface_t *iface = ucs_derived_of(tl_iface, cux_copy_iface_t);
-    unsigned count = 0;
-    int dev, i;
-
-    for (dev = 0; dev < CUX_MAX_DEVICES; ++dev) {
-        for (i = 0; (iface->devs[dev] != NULL) && (i < CUX_COPY_QUEUE_LAST); ++i) {
-            count += (iface->devs[dev]->queues[i].stream != NULL);
-        }
-    }
-    return count;
+    return cux_dev_table_num_streams(&ucs_derived_of(tl_iface, cux_copy_iface_t)->devs);
 }
 
 static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
@@ -250,21 +197,15 @@ static UCS_CLASS_INIT_FUNC(cux_copy_iface_t, uct_md_h md, uct_worker_h worker,
     self->config.bandwidth = config->bandwidth;
     self->config.latency   = config->latency;
     self->config.overhead  = config->overhead;
-    memset(self->devs, 0, sizeof(self->devs));
     cux_async_init(&self->async, config->max_inflight, config->max_poll);
+    cux_dev_table_init(&self->devs, &self->async, CUX_COPY_QUEUE_LAST);
     return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(cux_copy_iface_t)
 {
-    int dev;
-
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    for (dev = 0; dev < CUX_MAX_DEVICES; ++dev) {
-        if (self->devs[dev] != NULL) {
-            cux_copy_iface_dev_res_destroy(self->devs[dev]);
-        }
-    }
+    cux_dev_table_cleanup(&self->devs);
     cux_async_cleanup(&self->async);
 }
 

@@ -1,0 +1,95 @@
+/*
+ * An interface's per-device resources, created on first use: the device's primary context, an event pool
+ * and a number of stream queues whose meaning the transport decides (copy directions for cuda_copy, peer
+ * devices for cuda_ipc).
+ */
+#ifndef CUX_DEV_TABLE_H_
+#define CUX_DEV_TABLE_H_
+
+#include "cux_async.h"
+#include "cux_device.h"
+
+typedef struct cux_dev_res {
+    CUcontext          ctx;
+    cux_event_pool_t   events;
+    cux_stream_queue_t queues[];
+} cux_dev_res_t;
+
+typedef struct cux_dev_table {
+    cux_async_t   *async;
+    unsigned      num_queues;
+    cux_dev_res_t *devs[CUX_MAX_DEVICES];
+} cux_dev_table_t;
+
+void cux_dev_table_init(cux_dev_table_t *table, cux_async_t *async, unsigned num_queues);
+
+/* Waits for and releases every device's streams and events. */
+void cux_dev_table_cleanup(cux_dev_table_t *table);
+
+ucs_status_t cux_dev_table_create(cux_dev_table_t *table, int device);
+
+static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device, cux_dev_res_t **res_p)
+{
+    ucs_status_t status;
+
+    if (ucs_unlikely((unsigned)device >= CUX_MAX_DEVICES)) {
+        ucs_error("invalid cuda device ordinal %d", device);
+        return UCS_ERR_NO_DEVICE;
+    }
+    if (ucs_unlikely(table->devs[device] == NULL)) {
+        status = cux_dev_table_create(table, device);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    *res_p = table->devs[device];
+    return UCS_OK;
+}
+
+/*
+ * Issue one copy on a queue of a device, in that device's context. Synchronous when `synchronous`, else
+ * tracked by the async engine with comp and release (see cux_async_track_release for who releases when).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
+                                                     const void *src, size_t length, int synchronous,
+                                                     uct_completion_t *comp, cux_async_release_func_t release,
+                                                     void *release_arg)
+{
+    cux_stream_queue_t *sq = &res->queues[queue];
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUstream stream;
+
+    status = cux_ctx_enter(res->ctx, &guard);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = cux_stream_queue_stream(sq, &stream);
+    if (ucs_unlikely(status != UCS_OK)) {
+        goto out;
+    }
+
+    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length,
+                              stream);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_error("copy of %zu bytes %p -> %p failed", length, src, dst);
+        goto out;
+    }
+
+    if (synchronous) {
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
+    } else {
+        status = cux_async_track_release(sq, comp, release, release_arg);
+    }
+
+out:
+    cux_ctx_leave(&guard);
+    return status;
+}
+
+/* Events and streams created so far (tests check that they stay bounded). */
+unsigned cux_dev_table_num_events(const cux_dev_table_t *table);
+unsigned cux_dev_table_num_streams(const cux_dev_table_t *table);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * Mapping cache for cuda_ipc: see cux_ipc_cache.h.
+ */
+#include "cux_ipc_cache.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <string.h>
+
+static unsigned cux_ipc_cache_bucket(int32_t pid, int device, uint64_t base)
+{
+    uint64_t h = base * 0x9e3779b97f4a7c15ull;
+
+    h ^= ((uint64_t)(uint32_t)pid << 32) ^ (uint64_t)device;
+    h *= 0xff51afd7ed558ccdull;
+    return (unsigned)(h >> 40) % CUX_IPC_CACHE_BUCKETS;
+}
+
+void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, void *arg)
+{
+    memset(cache, 0, sizeof(*cache));
+    pthread_mutex_init(&cache->lock, NULL);
+    ucs_list_head_init(&cache->lru);
+    cache->ops         = ops;
+    cache->arg         = arg;
+    cache->enabled     = 1;
+    cache->max_regions = ULONG_MAX;
+    cache->max_size    = SIZE_MAX;
+}
+
+static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    cache->ops->unmap(cache->arg, region->device, region->mapped);
+    ucs_free(region);
+}
+
+/* Take a region out of the cache; it is unmapped now if unused, else at its last release. */
+static void cux_ipc_cache_detach(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    cux_ipc_region_t **pp = &cache->buckets[cux_ipc_cache_bucket(region->pid, region->device, region->base)];
+
+    while (*pp != region) {
+        pp = &(*pp)->next;
+    }
+    *pp = region->next;
+    --cache->num_regions;
+    cache->total_size -= region->length;
+
+    if (region->refcount == 0) {
+        ucs_list_del(&region->lru);
+        cux_ipc_region_unmap(cache, region);
+    } else {
+        region->detached = 1;
+    }
+}
+
+static void cux_ipc_cache_trim(cux_ipc_cache_t *cache)
+{
+    cux_ipc_region_t *region;
+
+    while (((cache->num_regions > cache->max_regions) || (cache->total_size > cache->max_size)) &&
+           !ucs_list_is_empty(&cache->lru)) {
+        region = ucs_list_head(&cache->lru, cux_ipc_region_t, lru);
+        ++cache->stats.evictions;
+        cux_ipc_cache_detach(cache, region);
+    }
+}
+
+void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size)
+{
+    pthread_mutex_lock(&cache->lock);
+    cache->enabled     = enabled;
+    cache->max_regions = max_regions;
+    cache->max_size    = max_size;
+    cux_ipc_cache_trim(cache);
+    pthread_mutex_unlock(&cache->lock);
+}
+
+void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
+{
+    cux_ipc_region_t *region;
+    unsigned i;
+
+    pthread_mutex_lock(&cache->lock);
+    for (i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
+        while ((region = cache->buckets[i]) != NULL) {
+            cux_ipc_cache_detach(cache, region);
+        }
+    }
+    pthread_mutex_unlock(&cache->lock);
+}
+
+ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                               cux_ipc_region_t **region_p)
+{
+    cux_ipc_region_t *region;
+    ucs_status_t status;
+    unsigned bucket;
+    void *mapped;
+
+    bucket = cux_ipc_cache_bucket(rkey->pid, device, rkey->base);
+    pthread_mutex_lock(&cache->lock);
+
+    for (region = cache->buckets[bucket]; region != NULL; region = region->next) {
+        if ((region->pid == rkey->pid) && (region->device == device) && (region->base == rkey->base)) {
+            break;
+        }
+    }
+
+    if (region != NULL) {
+        if ((region->buffer_id == rkey->buffer_id) && (region->length == rkey->length)) {
+            ++cache->stats.hits;
+            if (region->refcount++ == 0) {
+                ucs_list_del(&region->lru);
+            }
+            *region_p = region;
+            pthread_mutex_unlock(&cache->lock);
+            return UCS_OK;
+        }
+        /* Freed and re-allocated at the same address since it was mapped. */
+        ucs_debug("cuda_ipc: pid %d 0x%" PRIx64 " is a new buffer (id %" PRIu64 ", was %" PRIu64 "): remapping",
+                  rkey->pid, rkey->base, (uint64_t)rkey->buffer_id, region->buffer_id);
+        ++cache->stats.stale;
+        cux_ipc_cache_detach(cache, region);
+    }
+
+    ++cache->stats.misses;
+    status = cache->ops->map(cache->arg, rkey, device, &mapped);
+    if ((status != UCS_OK) && !ucs_list_is_empty(&cache->lru)) {
+        /* The driver may be out of mapping resources: give back what nobody uses and try once more. */
+        ucs_debug("cuda_ipc: mapping failed (%s), retrying after releasing unused mappings",
+                  ucs_status_string(status));
+        while (!ucs_list_is_empty(&cache->lru)) {
+            cux_ipc_cache_detach(cache, ucs_list_head(&cache->lru, cux_ipc_region_t, lru));
+        }
+        status = cache->ops->map(cache->arg, rkey, device, &mapped);
+    }
+    if (status != UCS_OK) {
+        pthread_mutex_unlock(&cache->lock);
+        return status;
+    }
+
+    region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
+    if (region == NULL) {
+        cache->ops->unmap(cache->arg, device, mapped);
+        pthread_mutex_unlock(&cache->lock);
+        return UCS_ERR_NO_MEMORY;
+    }
+    region->pid       = rkey->pid;
+    region->device    = device;
+    region->base      = rkey->base;
+    region->length    = rkey->length;
+    region->buffer_id = rkey->buffer_id;
+    region->mapped    = mapped;
+    region->refcount  = 1;
+    region->next      = cache->buckets[bucket];
+    cache->buckets[bucket] = region;
+    ++cache->num_regions;
+    cache->total_size += region->length;
+    cux_ipc_cache_trim(cache);
+
+    *region_p = region;
+    pthread_mutex_unlock(&cache->lock);
+    return UCS_OK;
+}
+
+void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    pthread_mutex_lock(&cache->lock);
+    ucs_assert(region->refcount > 0);
+    if (--region->refcount == 0) {
+        if (region->detached) {
+            cux_ipc_region_unmap(cache, region);
+        } else {
+            ucs_list_add_tail(&cache->lru, &region->lru);
+            if (!cache->enabled) {
+                cux_ipc_cache_detach(cache, region);
+            } else {
+                cux_ipc_cache_trim(cache);
+            }
+        }
+    }
+    pthread_mutex_unlock(&cache->lock);
+}

@@ -1,0 +1,58 @@
+/*
+ * cuda_ipc remote key: see cux_ipc_rkey.h.
+ */
+#include "cux_ipc_rkey.h"
+
+#include <ucs/debug/log.h>
+#include <stddef.h>
+
+/* FNV-1a: cheap, and enough to tell a corrupt or truncated key from a valid one. */
+static uint32_t cux_ipc_rkey_checksum(const cux_ipc_rkey_t *rkey)
+{
+    const uint8_t *p = (const uint8_t*)rkey;
+    uint32_t hash    = 2166136261u;
+    size_t i;
+
+    for (i = 0; i < offsetof(cux_ipc_rkey_t, checksum); ++i) {
+        hash = (hash ^ p[i]) * 16777619u;
+    }
+    return hash;
+}
+
+void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey)
+{
+    rkey->magic    = CUX_IPC_RKEY_MAGIC;
+    rkey->version  = CUX_IPC_RKEY_VERSION;
+    rkey->reserved = 0;
+    rkey->pad      = 0;
+    rkey->checksum = cux_ipc_rkey_checksum(rkey);
+}
+
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id)
+{
+    if (rkey->magic != CUX_IPC_RKEY_MAGIC) {
+        ucs_error("cuda_ipc: remote key has magic 0x%x, expected 0x%x: not a cuda_ipc key", rkey->magic,
+                  CUX_IPC_RKEY_MAGIC);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (rkey->version != CUX_IPC_RKEY_VERSION) {
+        ucs_error("cuda_ipc: remote key version %u, this module speaks %u", rkey->version,
+                  CUX_IPC_RKEY_VERSION);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (rkey->checksum != cux_ipc_rkey_checksum(rkey)) {
+        ucs_error("cuda_ipc: remote key is corrupt or truncated (checksum mismatch)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {
+        ucs_error("cuda_ipc: remote key has an invalid range 0x%" PRIx64 "+%" PRIu64, rkey->base,
+                  rkey->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (rkey->system_id != local_system_id) {
+        ucs_error("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
+                  rkey->system_id, local_system_id);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}

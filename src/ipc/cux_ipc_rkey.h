@@ -1,0 +1,46 @@
+/*
+ * cuda_ipc remote key: everything an importing process needs to map a GPU allocation of the exporting
+ * process, and to check that the key is intact, current and meant for this host.
+ */
+#ifndef CUX_IPC_RKEY_H_
+#define CUX_IPC_RKEY_H_
+
+#include <cuda.h>
+#include <ucs/type/status.h>
+#include <stdint.h>
+
+#define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
+#define CUX_IPC_RKEY_VERSION 1
+
+typedef struct cux_ipc_rkey {
+    uint32_t       magic;
+    uint16_t       version;
+    uint16_t       reserved;
+    uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
+    int32_t        pid;         /* exporting process */
+    uint32_t       pad;
+    CUuuid         dev_uuid;    /* device that owns the allocation */
+    CUipcMemHandle handle;
+    uint64_t       base;        /* allocation start in the exporter's address space */
+    uint64_t       length;      /* allocation length */
+    uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */
+    uint32_t       checksum;    /* over everything before it */
+} __attribute__((packed)) cux_ipc_rkey_t;
+
+/* Fill magic, version and checksum of an otherwise complete key. */
+void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
+
+/*
+ * Check a packed key received from a peer. UCS_ERR_INVALID_PARAM for a corrupt or truncated key (checksum,
+ * magic, version, empty range), UCS_ERR_UNREACHABLE for a key of another host. Logs why.
+ */
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id);
+
+/* Is [address, address + length) inside the key's allocation? */
+static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t address, size_t length)
+{
+    return (address >= rkey->base) && (length <= rkey->length) &&
+           (address - rkey->base <= rkey->length - length);
+}
+
+#endif
