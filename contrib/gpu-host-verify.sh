@@ -67,7 +67,7 @@ make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
 make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
 step "gtest suites (real GPUs, then the mock driver)"
-"$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
+CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
 tests_rc=$?
 cat "$work/logs/run-tests.log" >>"$summary"
 cp test/logs/system-driver.log "$out/gtest-gpu.log"
@@ -81,13 +81,14 @@ cmp -s "$prefix/cux-module/libuct_cuda.so.0" "$prefix/reference-module/libuct_cu
     fail "installed module is UCX's own"
 {
     echo "### ucx_info -d (our module installed), cuda part"
-    "$prefix/bin/ucx_info" -d | grep -B2 -A30 'Component: cuda_cpy'
-    echo "### ucx_info -c | grep CUDA_COPY"
-    "$prefix/bin/ucx_info" -c | grep CUDA_COPY
+    "$prefix/bin/ucx_info" -d | grep -B2 -A30 -E 'Component: cuda_(cpy|ipc)'
+    echo "### ucx_info -c | grep CUDA_"
+    "$prefix/bin/ucx_info" -c | grep -E 'CUDA_(COPY|IPC)_'
     echo "### module list of this UCX"
     "$prefix/bin/ucx_info" -b | grep uct_MODULES
 } >"$out/ucx_info.txt" 2>&1
 grep -q 'Transport: cuda_copy' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_copy"
+grep -q 'Transport: cuda_ipc' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_ipc"
 
 step "ucx_perftest: reference vs ours, cases '$cases', $repeats repeats"
 python3 "$plugin_src/bench/perftest_compare.py" --prefix "$prefix" \

@@ -18,8 +18,10 @@ extern "C" {
 ucs_status_t cux_devices_init(void);
 int cux_device_count(void);
 ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p);
-unsigned cux_copy_iface_num_events(uct_iface_h tl_iface);
-unsigned cux_copy_iface_num_streams(uct_iface_h tl_iface);
+unsigned cux_iface_num_events(uct_iface_h tl_iface);
+unsigned cux_iface_num_streams(uct_iface_h tl_iface);
+void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
+                            unsigned long *misses, unsigned long *stale, unsigned long *evictions);
 }
 
 namespace cux_test {
@@ -39,10 +41,14 @@ bool using_mock_driver();
 std::string build_path(const std::string &rel);
 std::string source_path(const std::string &rel);
 
-/* Skip the current test, saying why, when no CUDA device is visible. */
+/* Skip the current test, saying why, when no CUDA device is visible; fail instead where devices are required
+ * (CUX_TEST_REQUIRE_GPU=1: the mock runs and the GPU host), so a broken driver set-up cannot pass as skips. */
 #define CUX_SKIP_WITHOUT_GPU() \
     do { \
         if (cux_device_count() == 0) { \
+            if (getenv("CUX_TEST_REQUIRE_GPU") != nullptr) { \
+                FAIL() << "CUX_TEST_REQUIRE_GPU is set but there is no CUDA device: " << cux_driver_error(); \
+            } \
             GTEST_SKIP() << "no CUDA device: " << cux_driver_error(); \
         } \
     } while (0)
@@ -80,19 +86,29 @@ std::vector<uint8_t> random_bytes(size_t size);
 /* Raw synchronous copy through the driver (test-side helper, not the transport). */
 void raw_copy(void *dst, const void *src, size_t size);
 
-/* cuda_copy opened through libuct: component, md, worker, iface, and an endpoint to itself. */
-class copy_transport : public ::testing::Test {
+/* A transport opened through libuct: component, md, worker, iface, and (for cuda_copy) an endpoint to
+ * itself. */
+class transport_test : public ::testing::Test {
 protected:
+    transport_test(const char *component, const char *tl, bool self_ep) :
+        m_component_name(component), m_tl_name(tl), m_self_ep(self_ep)
+    {
+    }
+
     void SetUp() override;
     void TearDown() override;
 
-    /* Re-open the interface with extra configuration (name, value) pairs. */
+    /* (Re-)open the memory domain or the interface with extra configuration (name, value) pairs. */
+    void open_md(const std::vector<std::pair<std::string, std::string>> &config = {});
     void open_iface(const std::vector<std::pair<std::string, std::string>> &config = {});
     void close_iface();
 
     /* Progress until the completion is done or the timeout passes; returns its status. */
     ucs_status_t wait(uct_completion_t *comp, double timeout_s = 30.0);
 
+    const char       *m_component_name;
+    const char       *m_tl_name;
+    bool             m_self_ep;
     uct_component_h  m_component = nullptr;
     uct_md_h         m_md        = nullptr;
     ucs_async_context_t *m_async = nullptr;
@@ -100,6 +116,14 @@ protected:
     uct_iface_h      m_iface     = nullptr;
     uct_ep_h         m_ep        = nullptr;
 };
+
+class copy_transport : public transport_test {
+protected:
+    copy_transport() : transport_test("cuda_cpy", "cuda_copy", true) {}
+};
+
+/* Seeded pattern, the same in every process. */
+std::vector<uint8_t> pattern(uint64_t seed, size_t size);
 
 /* A completion that counts its calls. */
 struct counting_completion {

@@ -7,15 +7,23 @@
  * 11.8), "nosym" (one entry point missing). Built with MOCK_PRE12 it lacks cuGetProcAddress_v2, like a
  * driver older than CUDA 12.
  * MOCK_CUDA_DEVICES sets the number of devices (default 2).
+ *
+ * Device memory lives in memfd files, so IPC works between processes: a handle names the exporter's pid,
+ * file descriptor and inode, and the importer maps the same file through /proc/<pid>/fd.
  */
+#define _GNU_SOURCE
 #include <cuda.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#define MOCK_MAX_ALLOCS 4096
+#define MOCK_MAX_ALLOCS 16384
 
 typedef struct {
     uintptr_t          start;
@@ -24,7 +32,19 @@ typedef struct {
     int                managed;
     int                host_pinned;
     unsigned long long id;
+    int                fd;        /* memfd of device memory, -1 otherwise */
+    int                imported;  /* mapped from another process by cuIpcOpenMemHandle */
 } mock_alloc_t;
+
+typedef struct {
+    uint32_t magic;
+    int32_t  pid;
+    int32_t  fd;
+    uint64_t size;
+    uint64_t ino;
+} mock_ipc_handle_t;
+
+#define MOCK_IPC_MAGIC 0x4b434f4d
 
 struct CUctx_st    { int device; };
 struct CUstream_st { int device; };
@@ -69,13 +89,14 @@ static mock_alloc_t *mock_find(uintptr_t p)
     return NULL;
 }
 
-static CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned)
+static CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned, int fd,
+                           int imported)
 {
     int i;
     pthread_mutex_lock(&mock_lock);
     for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
         if (mock_allocs[i].size == 0) {
-            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++};
+            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++, fd, imported};
             pthread_mutex_unlock(&mock_lock);
             return CUDA_SUCCESS;
         }
@@ -84,14 +105,21 @@ static CUresult mock_track(uintptr_t start, size_t size, int device, int managed
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static CUresult mock_untrack(uintptr_t start, int pinned)
+/* kind: 0 device allocation, 1 pinned host range, 2 imported mapping */
+static CUresult mock_untrack(uintptr_t start, int kind)
 {
     mock_alloc_t *a;
     pthread_mutex_lock(&mock_lock);
     a = mock_find(start);
-    if ((a == NULL) || (a->start != start) || (a->host_pinned != pinned)) {
+    if ((a == NULL) || (a->start != start) || (a->host_pinned != (kind == 1)) || (a->imported != (kind == 2))) {
         pthread_mutex_unlock(&mock_lock);
-        return pinned ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_ERROR_INVALID_VALUE;
+        return (kind == 1) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_ERROR_INVALID_VALUE;
+    }
+    if (kind != 1) {
+        munmap((void*)a->start, a->size);
+    }
+    if (a->fd >= 0) {
+        close(a->fd);
     }
     a->size = 0;
     pthread_mutex_unlock(&mock_lock);
@@ -263,38 +291,41 @@ static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
 {
     void *m;
+    int fd;
+
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     if (n == 0) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    m = malloc(n);
-    if (m == NULL) {
+    fd = memfd_create("mockcuda", MFD_CLOEXEC);
+    if ((fd < 0) || (ftruncate(fd, n) != 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *p = (CUdeviceptr)m;
-    return mock_track((uintptr_t)m, n, mock_current_device(), managed, 0);
+    return mock_track((uintptr_t)m, n, mock_current_device(), managed, 0, fd, 0);
 }
 
 static CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n) { return mock_alloc(p, n, 0); }
 static CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return mock_alloc(p, n, 1); }
 
-static CUresult m_cuMemFree(CUdeviceptr p)
-{
-    CUresult r = mock_untrack(p, 0);
-    if (r == CUDA_SUCCESS) {
-        free((void*)p);
-    }
-    return r;
-}
+static CUresult m_cuMemFree(CUdeviceptr p) { return mock_untrack(p, 0); }
 
 static CUresult m_cuMemHostRegister(void *p, size_t n, unsigned flags)
 {
     if (mock_find((uintptr_t)p) || mock_find((uintptr_t)p + n - 1)) {
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
-    return mock_track((uintptr_t)p, n, -1, 0, 1);
+    return mock_track((uintptr_t)p, n, -1, 0, 1, -1, 0);
 }
 
 static CUresult m_cuMemHostUnregister(void *p) { return mock_untrack((uintptr_t)p, 1); }
@@ -334,6 +365,62 @@ static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
     return CUDA_SUCCESS;
 }
 
+static CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
+{
+    mock_ipc_handle_t *h = (mock_ipc_handle_t*)handle;
+    mock_alloc_t *a;
+    struct stat st;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || (a->start != p) || (a->fd < 0) || a->imported || fstat(a->fd, &st)) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(handle, 0, sizeof(*handle));
+    *h = (mock_ipc_handle_t){MOCK_IPC_MAGIC, getpid(), a->fd, a->size, st.st_ino};
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
+{
+    mock_ipc_handle_t h;
+    char path[64];
+    struct stat st;
+    void *m;
+    int fd;
+
+    memcpy(&h, &handle, sizeof(h));
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (h.magic != MOCK_IPC_MAGIC) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (h.pid == getpid()) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", h.pid, h.fd);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return CUDA_ERROR_INVALID_HANDLE; /* exporter exited */
+    }
+    if (fstat(fd, &st) || (st.st_ino != h.ino) || ((uint64_t)st.st_size != h.size)) {
+        close(fd);
+        return CUDA_ERROR_INVALID_HANDLE; /* the allocation was freed: the fd now names something else */
+    }
+    m = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    return mock_track((uintptr_t)m, h.size, mock_current_device(), 0, 0, -1, 1);
+}
+
+static CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }
+
 #define MOCK_SYM(_name) {#_name, (void*)m_##_name}
 
 static const struct {
@@ -349,7 +436,8 @@ static const struct {
     MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
     MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
-    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes),
+    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
+    MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */

@@ -333,7 +333,7 @@ TEST_F(copy, pending_queue_when_inflight_limit_is_reached)
     ASSERT_EQ(UCS_OK, wait(&ops.comp));
     EXPECT_EQ(n, issued);
     EXPECT_EQ(data, dst.read());
-    EXPECT_LE(cux_copy_iface_num_events(m_iface), 4u);
+    EXPECT_LE(cux_iface_num_events(m_iface), 4u);
 }
 
 TEST_F(copy, pending_purge_returns_requests)
@@ -419,10 +419,10 @@ TEST_F(copy, hundred_thousand_operations_keep_resources_bounded)
         }
         uct_worker_progress(m_worker);
     }
-    EXPECT_LE(cux_copy_iface_num_events(m_iface), (unsigned)window + 64);
-    EXPECT_LE(cux_copy_iface_num_streams(m_iface), 5u * cux_device_count());
-    printf("100000 operations: %u events, %u streams\n", cux_copy_iface_num_events(m_iface),
-           cux_copy_iface_num_streams(m_iface));
+    EXPECT_LE(cux_iface_num_events(m_iface), (unsigned)window + 64);
+    EXPECT_LE(cux_iface_num_streams(m_iface), 5u * cux_device_count());
+    printf("100000 operations: %u events, %u streams\n", cux_iface_num_events(m_iface),
+           cux_iface_num_streams(m_iface));
 }
 
 TEST_F(copy, iface_open_on_unknown_device_fails_cleanly)

@@ -177,7 +177,23 @@ void counting_completion::callback(uct_completion_t *self)
     c->status = self->status;
 }
 
-void copy_transport::SetUp()
+std::vector<uint8_t> pattern(uint64_t seed, size_t size)
+{
+    std::vector<uint8_t> data(size);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+    for (size_t i = 0; i < size; i += 8) {
+        /* splitmix64 */
+        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(&data[i], &z, std::min<size_t>(8, size - i));
+    }
+    return data;
+}
+
+void transport_test::SetUp()
 {
     uct_component_h *components;
     unsigned num_components;
@@ -189,25 +205,41 @@ void copy_transport::SetUp()
         uct_component_attr_t attr = {};
         attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
         ASSERT_EQ(UCS_OK, uct_component_query(components[i], &attr));
-        if (!strcmp(attr.name, "cuda_cpy")) {
+        if (!strcmp(attr.name, m_component_name)) {
             m_component = components[i];
         }
     }
     uct_release_component_list(components);
-    ASSERT_NE(nullptr, m_component) << "component cuda_cpy is not registered";
+    ASSERT_NE(nullptr, m_component) << "component " << m_component_name << " is not registered";
 
-    uct_md_config_t *md_config;
-    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
-    ucs_status_t status = uct_md_open(m_component, "cuda_cpy", md_config, &m_md);
-    uct_config_release(md_config);
-    ASSERT_EQ(UCS_OK, status);
-
+    open_md();
     ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &m_async));
     ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE, &m_worker));
     open_iface();
 }
 
-void copy_transport::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
+void transport_test::open_md(const std::vector<std::pair<std::string, std::string>> &config)
+{
+    uct_md_config_t *md_config;
+
+    close_iface();
+    if (m_md != nullptr) {
+        uct_md_close(m_md);
+        m_md = nullptr;
+    }
+    ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
+    for (const auto &kv : config) {
+        ASSERT_EQ(UCS_OK, uct_config_modify(md_config, kv.first.c_str(), kv.second.c_str()));
+    }
+    ucs_status_t status = uct_md_open(m_component, m_component_name, md_config, &m_md);
+    uct_config_release(md_config);
+    ASSERT_EQ(UCS_OK, status);
+    if (m_worker != nullptr) {
+        open_iface();
+    }
+}
+
+void transport_test::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
 {
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
@@ -216,19 +248,22 @@ void copy_transport::open_iface(const std::vector<std::pair<std::string, std::st
     uct_iface_attr_t attr;
 
     close_iface();
-    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, "cuda_copy", NULL, NULL, &iface_config));
+    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config));
     for (const auto &kv : config) {
         ASSERT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str()));
     }
 
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = "cuda_copy";
+    params.mode.device.tl_name  = m_tl_name;
     params.mode.device.dev_name = "cuda";
     ucs_status_t status = uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface);
     uct_config_release(iface_config);
     ASSERT_EQ(UCS_OK, status);
     uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    if (!m_self_ep) {
+        return;
+    }
 
     ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
     iface_addr.resize(attr.iface_addr_len);
@@ -243,7 +278,7 @@ void copy_transport::open_iface(const std::vector<std::pair<std::string, std::st
     ASSERT_EQ(UCS_OK, uct_ep_create(&ep_params, &m_ep));
 }
 
-void copy_transport::close_iface()
+void transport_test::close_iface()
 {
     if (m_ep != nullptr) {
         uct_ep_destroy(m_ep);
@@ -255,7 +290,7 @@ void copy_transport::close_iface()
     }
 }
 
-void copy_transport::TearDown()
+void transport_test::TearDown()
 {
     close_iface();
     if (m_worker != nullptr) {
@@ -269,7 +304,7 @@ void copy_transport::TearDown()
     }
 }
 
-ucs_status_t copy_transport::wait(uct_completion_t *comp, double timeout_s)
+ucs_status_t transport_test::wait(uct_completion_t *comp, double timeout_s)
 {
     counting_completion *c = ucs_container_of(comp, counting_completion, comp);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -285,6 +320,8 @@ ucs_status_t copy_transport::wait(uct_completion_t *comp, double timeout_s)
 
 } // namespace cux_test
 
+int ipc_peer_main(int fd);
+
 static int probe_driver()
 {
     ucs_status_t status = cux_devices_init();
@@ -298,6 +335,9 @@ int main(int argc, char **argv)
 {
     if ((argc > 1) && !strcmp(argv[1], "--probe-driver")) {
         return probe_driver();
+    }
+    if ((argc > 2) && !strcmp(argv[1], "--ipc-peer")) {
+        return ipc_peer_main(atoi(argv[2]));
     }
 
     ::testing::InitGoogleTest(&argc, argv);

@@ -86,7 +86,9 @@ TEST(registration, stock_ucx_info_shows_every_variable)
     ASSERT_EQ(0, r.status) << r.output;
     for (const char *var : {"UCX_CUDA_COPY_PIN_HOST=y", "UCX_CUDA_COPY_MAX_POLL=16",
                             "UCX_CUDA_COPY_MAX_INFLIGHT=inf", "UCX_CUDA_COPY_BW=", "UCX_CUDA_COPY_LAT=",
-                            "UCX_CUDA_COPY_OVERHEAD="}) {
+                            "UCX_CUDA_COPY_OVERHEAD=", "UCX_CUDA_IPC_CACHE=y", "UCX_CUDA_IPC_CACHE_MAX_REGIONS=",
+                            "UCX_CUDA_IPC_CACHE_MAX_SIZE=", "UCX_CUDA_IPC_MAX_POLL=", "UCX_CUDA_IPC_BW=",
+                            "UCX_CUDA_IPC_LAT="}) {
         EXPECT_NE(std::string::npos, r.output.find(var)) << var << " missing in:\n" << r.output;
     }
 }
@@ -96,6 +98,7 @@ TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
     command_result r = ucx_info("-d", "UCX_CUDA_DRIVER_PATH=/nonexistent/libcuda.so.1");
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("cuda_copy")) << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
 }
 
 TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
@@ -104,4 +107,6 @@ TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Component: cuda_cpy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Component: cuda_ipc")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
 }

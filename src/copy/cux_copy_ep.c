@@ -13,7 +13,7 @@ static UCS_CLASS_INIT_FUNC(cux_copy_ep_t, const uct_ep_params_t *params)
     cux_copy_iface_t *iface = ucs_derived_of(params->iface, cux_copy_iface_t);
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
     return UCS_OK;
 }
 
@@ -57,7 +57,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
     cux_dev_res_t *res;
     ucs_status_t status;
 
-    status = cux_dev_table_get(&iface->devs, device, &res);
+    status = cux_dev_table_get(&iface->super.devs, device, &res);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -75,7 +75,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_short_device(cux_copy_iface_t *
     int is_cuda, device;
     ucs_status_t status;
 
-    if (iface->num_devices == 1) {
+    if (iface->super.num_devices == 1) {
         *device_p = 0;
         return UCS_OK;
     }
@@ -149,7 +149,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_zcopy(uct_ep_h tl_ep, const 
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
     }
-    if (ucs_unlikely(!cux_async_has_resources(&iface->async))) {
+    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
         return UCS_ERR_NO_RESOURCE;
     }
 

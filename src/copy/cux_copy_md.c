@@ -2,7 +2,7 @@
  * cuda_copy memory domain: see cux_copy_md.h.
  */
 #include "cux_copy_md.h"
-#include "base/cux_device.h"
+#include "base/cux_iface.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
@@ -312,10 +312,8 @@ static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_
     cux_copy_md_t *md;
     ucs_status_t status;
 
-    status = cux_devices_init();
+    status = cux_md_open_check(md_name);
     if (status != UCS_OK) {
-        ucs_error("cuda_copy: cannot open %s: %s", md_name,
-                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
         return status;
     }
 
@@ -330,20 +328,8 @@ static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_
     return UCS_OK;
 }
 
-/* One memory domain when the driver and at least one GPU are there, none otherwise. */
-static ucs_status_t cux_copy_query_md_resources(uct_component_t *component,
-                                                uct_md_resource_desc_t **resources_p,
-                                                unsigned *num_resources_p)
-{
-    if (cux_devices_init() != UCS_OK) {
-        ucs_debug("cuda_copy: no resources: %s", *cux_driver_error() ? cux_driver_error() : "no devices");
-        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
-    }
-    return uct_md_query_single_md_resource(component, resources_p, num_resources_p);
-}
-
 uct_component_t cux_copy_component = {
-    .query_md_resources = cux_copy_query_md_resources,
+    .query_md_resources = cux_query_md_resources,
     .md_open            = cux_copy_md_open,
     .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
     .rkey_unpack        = cux_copy_rkey_unpack,

@@ -51,7 +51,10 @@
     _f(cuMemFree, 3020) \
     _f(cuMemHostRegister, 6050) \
     _f(cuMemHostUnregister, 4000) \
-    _f(cuPointerGetAttributes, 7000)
+    _f(cuPointerGetAttributes, 7000) \
+    _f(cuIpcGetMemHandle, 4010) \
+    _f(cuIpcOpenMemHandle, 11000) \
+    _f(cuIpcCloseMemHandle, 4010)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 

@@ -5,6 +5,10 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/debug/assert.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 static unsigned cux_ipc_cache_bucket(int32_t pid, int device, uint64_t base)
@@ -72,6 +76,11 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
     cache->enabled     = enabled;
     cache->max_regions = max_regions;
     cache->max_size    = max_size;
+    if (!enabled) {
+        while (!ucs_list_is_empty(&cache->lru)) {
+            cux_ipc_cache_detach(cache, ucs_list_head(&cache->lru, cux_ipc_region_t, lru));
+        }
+    }
     cux_ipc_cache_trim(cache);
     pthread_mutex_unlock(&cache->lock);
 }

@@ -4,6 +4,7 @@
 #include "cux_ipc_rkey.h"
 
 #include <ucs/debug/log.h>
+#include <inttypes.h>
 #include <stddef.h>
 
 /* FNV-1a: cheap, and enough to tell a corrupt or truncated key from a valid one. */

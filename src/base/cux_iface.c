@@ -1,0 +1,131 @@
+/*
+ * Base class of the CUDA interfaces: see cux_iface.h.
+ */
+#include "cux_iface.h"
+
+#include <ucs/debug/log.h>
+
+#define cux_iface(_tl_iface) ucs_derived_of(_tl_iface, cux_iface_t)
+
+UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t *internal_ops, uct_md_h md,
+                    uct_worker_h worker, const uct_iface_params_t *params, const uct_iface_config_t *tl_config,
+                    const char *tl_name, const char *dev_name, unsigned num_queues)
+{
+    const cux_iface_config_t *config = ucs_derived_of(tl_config, cux_iface_config_t);
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, ops, internal_ops, md, worker, params, tl_config
+                              UCS_STATS_ARG(params->stats_root) UCS_STATS_ARG(tl_name));
+
+    if (strncmp(params->mode.device.dev_name, dev_name, UCT_DEVICE_NAME_MAX)) {
+        ucs_error("%s: no device %s (the device is called %s)", tl_name, params->mode.device.dev_name,
+                  dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    self->num_devices    = cux_device_count();
+    self->perf.bandwidth = config->bandwidth;
+    self->perf.latency   = config->latency;
+    self->perf.overhead  = config->overhead;
+    cux_async_init(&self->async, config->max_inflight, config->max_poll);
+    cux_dev_table_init(&self->devs, &self->async, num_queues);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_iface_t)
+{
+    uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    cux_dev_table_cleanup(&self->devs);
+    cux_async_cleanup(&self->async);
+}
+
+UCS_CLASS_DEFINE(cux_iface_t, uct_base_iface_t);
+
+void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr)
+{
+    uct_base_iface_query(&iface->super, attr);
+    attr->ep_addr_len            = 0;
+    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_FD;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+    attr->cap.am.max_iov         = 1;
+    attr->latency                = ucs_linear_func_make(iface->perf.latency, 0);
+    attr->bandwidth.dedicated    = 0;
+    attr->bandwidth.shared       = iface->perf.bandwidth;
+    attr->overhead               = iface->perf.overhead;
+    attr->priority               = 0;
+}
+
+ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
+{
+    cux_iface_t *iface  = cux_iface(tl_iface);
+    ucs_status_t status = cux_async_flush(&iface->async, comp);
+
+    if (status == UCS_OK) {
+        UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+    } else if (status == UCS_INPROGRESS) {
+        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+    }
+    return status;
+}
+
+ucs_status_t cux_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    return cux_iface_flush(tl_ep->iface, flags, comp);
+}
+
+unsigned cux_iface_progress(uct_iface_h tl_iface)
+{
+    return cux_async_progress(&cux_iface(tl_iface)->async);
+}
+
+ucs_status_t cux_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    return cux_async_event_fd(&cux_iface(tl_iface)->async, fd_p);
+}
+
+ucs_status_t cux_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    return cux_async_event_arm(&cux_iface(tl_iface)->async, events);
+}
+
+ucs_status_t cux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+{
+    return cux_async_pending_add(&cux_iface(tl_ep->iface)->async, tl_ep, req);
+}
+
+void cux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    cux_async_pending_purge(&cux_iface(tl_ep->iface)->async, tl_ep, cb, arg);
+}
+
+unsigned cux_iface_num_events(uct_iface_h tl_iface)
+{
+    return cux_dev_table_num_events(&cux_iface(tl_iface)->devs);
+}
+
+unsigned cux_iface_num_streams(uct_iface_h tl_iface)
+{
+    return cux_dev_table_num_streams(&cux_iface(tl_iface)->devs);
+}
+
+ucs_status_t cux_query_md_resources(uct_component_t *component, uct_md_resource_desc_t **resources_p,
+                                    unsigned *num_resources_p)
+{
+    if (cux_devices_init() != UCS_OK) {
+        ucs_debug("%s: no resources: %s", component->name,
+                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
+        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
+    }
+    return uct_md_query_single_md_resource(component, resources_p, num_resources_p);
+}
+
+ucs_status_t cux_md_open_check(const char *md_name)
+{
+    ucs_status_t status = cux_devices_init();
+
+    if (status != UCS_OK) {
+        ucs_error("cannot open memory domain %s: %s", md_name,
+                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
+    }
+    return status;
+}

@@ -1,0 +1,93 @@
+/*
+ * Base class of the CUDA interfaces: the async engine, per-device resources, the performance figures
+ * reported to UCP, and the operations that are the same for every transport (flush, progress, event
+ * arming, pending queue).
+ */
+#ifndef CUX_IFACE_H_
+#define CUX_IFACE_H_
+
+#include "cux_dev_table.h"
+#include "compat/cux_ucx_compat.h"
+
+typedef struct cux_iface_config {
+    uct_iface_config_t super;
+    unsigned           max_poll;
+    unsigned           max_inflight;
+    double             bandwidth;
+    double             latency;
+    double             overhead;
+} cux_iface_config_t;
+
+/* Config table entries of cux_iface_config_t, with the transport's performance defaults. */
+#define CUX_IFACE_CONFIG_FIELDS(_bw, _lat, _overhead) \
+    {"", "", NULL, ucs_offsetof(cux_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)}, \
+    {"MAX_POLL", "16", \
+     "Most completions handled by one progress call.", \
+     ucs_offsetof(cux_iface_config_t, max_poll), UCS_CONFIG_TYPE_UINT}, \
+    {"MAX_INFLIGHT", "inf", \
+     "Most zero-copy operations in flight on an interface; past it operations return\n" \
+     "UCS_ERR_NO_RESOURCE and wait in the pending queue. CUDA events are recycled, so their number\n" \
+     "follows the peak of operations in flight.", \
+     ucs_offsetof(cux_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT}, \
+    {"BW", _bw, \
+     "Bandwidth reported to UCP for its protocol selection.", \
+     ucs_offsetof(cux_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW}, \
+    {"LAT", _lat, \
+     "Latency reported to UCP for its protocol selection.", \
+     ucs_offsetof(cux_iface_config_t, latency), UCS_CONFIG_TYPE_TIME}, \
+    {"OVERHEAD", _overhead, \
+     "CPU overhead per operation reported to UCP.", \
+     ucs_offsetof(cux_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME}
+
+typedef struct cux_iface {
+    uct_base_iface_t super;
+    cux_async_t      async;
+    cux_dev_table_t  devs;
+    int              num_devices;
+    struct {
+        double       bandwidth;
+        double       latency;
+        double       overhead;
+    } perf;
+} cux_iface_t;
+
+UCS_CLASS_DECLARE(cux_iface_t, uct_iface_ops_t*, uct_iface_internal_ops_t*, uct_md_h, uct_worker_h,
+                  const uct_iface_params_t*, const uct_iface_config_t*, const char*, const char*, unsigned);
+
+/* Fills what every CUDA interface reports: performance, events, alignment; callers add the rest. */
+void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr);
+
+ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp);
+ucs_status_t cux_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+unsigned cux_iface_progress(uct_iface_h tl_iface);
+ucs_status_t cux_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
+ucs_status_t cux_iface_event_arm(uct_iface_h tl_iface, unsigned events);
+ucs_status_t cux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
+void cux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
+
+/* For tests: CUDA events and streams an interface has created. */
+unsigned cux_iface_num_events(uct_iface_h tl_iface);
+unsigned cux_iface_num_streams(uct_iface_h tl_iface);
+
+/* The generic operations, for a transport's uct_iface_ops_t initializer. */
+#define CUX_IFACE_COMMON_OPS \
+    .ep_pending_add         = cux_ep_pending_add, \
+    .ep_pending_purge       = cux_ep_pending_purge, \
+    .ep_flush               = cux_ep_flush, \
+    .ep_fence               = uct_base_ep_fence, \
+    .iface_flush            = cux_iface_flush, \
+    .iface_fence            = uct_base_iface_fence, \
+    .iface_progress_enable  = uct_base_iface_progress_enable, \
+    .iface_progress_disable = uct_base_iface_progress_disable, \
+    .iface_progress         = cux_iface_progress, \
+    .iface_event_fd_get     = cux_iface_event_fd_get, \
+    .iface_event_arm        = cux_iface_event_arm
+
+/* Memory-domain resources of a component: one when the driver and a GPU are there, none otherwise. */
+ucs_status_t cux_query_md_resources(uct_component_t *component, uct_md_resource_desc_t **resources_p,
+                                    unsigned *num_resources_p);
+
+/* For md_open: UCS_OK when devices are there, else logs why the MD cannot open. */
+ucs_status_t cux_md_open_check(const char *md_name);
+
+#endif

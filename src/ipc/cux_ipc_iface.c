@@ -1,0 +1,216 @@
+/*
+ * cuda_ipc interface and endpoint: see cux_ipc_iface.h.
+ */
+#include "cux_ipc_iface.h"
+#include "base/cux_ptr.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
+#include <uct/base/uct_iov.inl>
+#include <unistd.h>
+
+#define CUX_IPC_DEV_NAME "cuda"
+
+static ucs_config_field_t cux_ipc_iface_config_table[] = {
+    CUX_IFACE_CONFIG_FIELDS("300000MBs", "2us", "2us"),
+    {NULL}
+};
+
+/* --- endpoint --- */
+
+static UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
+{
+    cux_ipc_iface_t *iface = ucs_derived_of(params->iface, cux_ipc_iface_t);
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
+    self->peer_pid = ((const cux_ipc_iface_addr_t*)params->iface_addr)->pid;
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
+{
+}
+
+UCS_CLASS_DEFINE(cux_ipc_ep_t, uct_base_ep_t)
+static UCS_CLASS_DEFINE_NEW_FUNC(cux_ipc_ep_t, uct_ep_t, const uct_ep_params_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(cux_ipc_ep_t, uct_ep_t);
+
+static void cux_ipc_region_release(void *arg)
+{
+    cux_ipc_cache_put(&cux_ipc_cache, arg);
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                                         uint64_t remote_addr, uct_rkey_t rkey,
+                                                         uct_completion_t *comp, int put)
+{
+    cux_ipc_iface_t *iface    = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    const cux_ipc_rkey_t *key = (const cux_ipc_rkey_t*)rkey;
+    const cux_ipc_memh_t *memh;
+    cux_ipc_region_t *region = NULL;
+    cux_ptr_info_t info;
+    cux_dev_res_t *res;
+    ucs_status_t status;
+    int device, peer;
+    void *remote;
+    size_t length;
+
+    if (ucs_unlikely(iovcnt > 1)) {
+        ucs_error("cuda_ipc: %zu iov entries, at most 1 is supported", iovcnt);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    length = uct_iov_total_length(iov, iovcnt);
+    if (ucs_unlikely(length == 0)) {
+        return UCS_OK;
+    }
+    if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {
+        ucs_error("cuda_ipc: 0x%" PRIx64 "+%zu is outside the remote allocation 0x%" PRIx64 "+%" PRIu64,
+                  remote_addr, length, (uint64_t)key->base, (uint64_t)key->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* The local buffer's device maps the remote allocation and drives the copy. */
+    memh = iov[0].memh;
+    if (memh != UCT_MEM_HANDLE_NULL) {
+        device = memh->device;
+    } else if ((status = cux_ptr_query(iov[0].buffer, &info)) != UCS_OK) {
+        return status;
+    } else {
+        device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
+    }
+
+    status = cux_dev_table_get(&iface->super.devs, device, &res);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (key->pid == getpid()) {
+        remote = (void*)remote_addr; /* our own memory: no mapping needed */
+    } else {
+        status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
+        if (ucs_unlikely(status != UCS_OK)) {
+            return status;
+        }
+        remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
+    }
+
+    /* One queue per peer device keeps copies to different GPUs apart. */
+    peer   = cux_device_by_uuid(&key->dev_uuid);
+    status = cux_dev_copy(res, (peer >= 0) ? peer : iface->super.num_devices, put ? remote : iov[0].buffer,
+                          put ? iov[0].buffer : remote, length, 0, comp,
+                          (region != NULL) ? cux_ipc_region_release : NULL, region);
+    if ((status != UCS_INPROGRESS) && (region != NULL)) {
+        cux_ipc_cache_put(&cux_ipc_cache, region);
+    }
+    return status;
+}
+
+static ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), PUT, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+static ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), GET, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+/* --- interface --- */
+
+static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t *addr)
+{
+    *(uint64_t*)addr = ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id;
+    return UCS_OK;
+}
+
+static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
+{
+    ((cux_ipc_iface_addr_t*)addr)->pid = getpid();
+    return UCS_OK;
+}
+
+/* Same host. GPU-to-GPU access is checked when a buffer is mapped, where the devices are known. */
+static int cux_ipc_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *iface_addr)
+{
+    return (dev_addr != NULL) &&
+           (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id);
+}
+
+static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
+{
+    cux_iface_query(ucs_derived_of(tl_iface, cux_iface_t), attr);
+    attr->iface_addr_len          = sizeof(cux_ipc_iface_addr_t);
+    attr->device_addr_len         = sizeof(uint64_t);
+    attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
+                                    UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = 1;
+    return UCS_OK;
+}
+
+static UCS_CLASS_DECLARE_DELETE_FUNC(cux_ipc_iface_t, uct_iface_t);
+
+static uct_iface_ops_t cux_ipc_iface_ops = {
+    CUX_IFACE_COMMON_OPS,
+    .ep_put_zcopy             = cux_ipc_ep_put_zcopy,
+    .ep_get_zcopy             = cux_ipc_ep_get_zcopy,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(cux_ipc_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_ep_t),
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_iface_t),
+    .iface_query              = cux_ipc_iface_query,
+    .iface_get_device_address = cux_ipc_iface_get_device_address,
+    .iface_get_address        = cux_ipc_iface_get_address,
+    .iface_is_reachable       = cux_ipc_iface_is_reachable,
+};
+
+static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
+        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf);
+
+static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_ipc_iface_ops, &cux_ipc_iface_internal_ops, md, worker, params,
+                              tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
+    self->system_id = ucs_get_system_id();
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_ipc_iface_t)
+{
+}
+
+UCS_CLASS_DEFINE(cux_ipc_iface_t, cux_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(cux_ipc_iface_t, uct_iface_t, uct_md_h, uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(cux_ipc_iface_t, uct_iface_t);
+
+static ucs_status_t cux_ipc_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                          unsigned *num_devices_p)
+{
+    return uct_single_device_resource(md, CUX_IPC_DEV_NAME, UCT_DEVICE_TYPE_SHM, UCS_SYS_DEVICE_ID_UNKNOWN,
+                                      devices_p, num_devices_p);
+}
+
+UCT_TL_DEFINE(&cux_ipc_component, cuda_ipc, cux_ipc_query_devices, cux_ipc_iface_t, CUX_IPC_CONFIG_PREFIX,
+              cux_ipc_iface_config_table, cux_iface_config_t);

@@ -1,0 +1,28 @@
+/*
+ * cuda_ipc interface and endpoint: put/get zero-copy between this process's GPU memory and another
+ * process's, through a cached mapping of the remote allocation. Per local device there is one stream queue
+ * per peer device (and one for peers whose device is not visible here), so copies to different GPUs run
+ * side by side.
+ */
+#ifndef CUX_IPC_IFACE_H_
+#define CUX_IPC_IFACE_H_
+
+#include "cux_ipc_md.h"
+#include "base/cux_iface.h"
+
+typedef struct cux_ipc_iface {
+    cux_iface_t super;   /* queues per local device: one per peer device, then one for invisible peers */
+    uint64_t    system_id;
+} cux_ipc_iface_t;
+
+/* The address of an interface: the process, on the host of the device address. */
+typedef struct cux_ipc_iface_addr {
+    int32_t pid;
+} UCS_S_PACKED cux_ipc_iface_addr_t;
+
+typedef struct cux_ipc_ep {
+    uct_base_ep_t super;
+    int32_t       peer_pid;
+} cux_ipc_ep_t;
+
+#endif

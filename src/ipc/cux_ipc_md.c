@@ -1,0 +1,285 @@
+/*
+ * cuda_ipc memory domain: see cux_ipc_md.h.
+ */
+#include "cux_ipc_md.h"
+#include "base/cux_iface.h"
+#include "base/cux_ptr.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/sys.h>
+#include <string.h>
+#include <unistd.h>
+
+static ucs_config_field_t cux_ipc_md_config_table[] = {
+    {"", "", NULL, ucs_offsetof(cux_ipc_md_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"CACHE", "y",
+     "Keep mappings of other processes' GPU buffers after use (opening one costs about a millisecond).\n"
+     "With 'n' a mapping is closed as soon as no operation uses it.",
+     ucs_offsetof(cux_ipc_md_config_t, cache_enable), UCS_CONFIG_TYPE_BOOL},
+
+    {"CACHE_MAX_REGIONS", "4096",
+     "Most mappings kept; the least recently used unused ones are closed beyond it. Mappings in use are\n"
+     "never closed, so the cache can exceed its bounds while they are.",
+     ucs_offsetof(cux_ipc_md_config_t, cache_max_regions), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"CACHE_MAX_SIZE", "inf",
+     "Most bytes of remote allocations kept mapped, with the same eviction rule.",
+     ucs_offsetof(cux_ipc_md_config_t, cache_max_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {NULL}
+};
+
+/* Mapping callbacks of the cache: open and close a remote allocation in a local device's context. */
+static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
+{
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+    CUcontext ctx;
+
+    status = cux_device_ctx(device, &ctx);
+    if ((status != UCS_OK) || ((status = cux_ctx_enter(ctx, &guard)) != UCS_OK)) {
+        return status;
+    }
+    status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    cux_ctx_leave(&guard);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc: cannot map %" PRIu64 " bytes at 0x%" PRIx64 " of pid %d on device %d (exited, "
+                  "freed the buffer, or no peer access?)", (uint64_t)key->length, (uint64_t)key->base, key->pid,
+                  device);
+        return status;
+    }
+    ucs_debug("cuda_ipc: mapped pid %d 0x%" PRIx64 "+%" PRIu64 " at 0x%llx on device %d", key->pid,
+              (uint64_t)key->base, (uint64_t)key->length, (unsigned long long)dptr, device);
+    *mapped_p = (void*)(uintptr_t)dptr;
+    return UCS_OK;
+}
+
+static void cux_ipc_unmap(void *arg, int device, void *mapped)
+{
+    cux_ctx_guard_t guard;
+    CUcontext ctx;
+
+    if ((cux_device_ctx(device, &ctx) == UCS_OK) && (cux_ctx_enter(ctx, &guard) == UCS_OK)) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)mapped);
+        cux_ctx_leave(&guard);
+    }
+}
+
+static const cux_ipc_cache_ops_t cux_ipc_cache_ops = {
+    .map   = cux_ipc_map,
+    .unmap = cux_ipc_unmap
+};
+
+cux_ipc_cache_t cux_ipc_cache;
+static pthread_once_t cux_ipc_cache_once = PTHREAD_ONCE_INIT;
+
+static void cux_ipc_cache_do_init(void)
+{
+    cux_ipc_cache_init(&cux_ipc_cache, &cux_ipc_cache_ops, NULL);
+}
+
+void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
+                            unsigned long *misses, unsigned long *stale, unsigned long *evictions)
+{
+    pthread_once(&cux_ipc_cache_once, cux_ipc_cache_do_init);
+    pthread_mutex_lock(&cux_ipc_cache.lock);
+    *num_regions = cux_ipc_cache.num_regions;
+    *total_size  = cux_ipc_cache.total_size;
+    *hits        = cux_ipc_cache.stats.hits;
+    *misses      = cux_ipc_cache.stats.misses;
+    *stale       = cux_ipc_cache.stats.stale;
+    *evictions   = cux_ipc_cache.stats.evictions;
+    pthread_mutex_unlock(&cux_ipc_cache.lock);
+}
+
+static ucs_status_t cux_ipc_md_query(uct_md_h md, cux_md_attr_t *attr)
+{
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    attr->cap.alloc_mem_types  = 0;
+    attr->cap.detect_mem_types = 0;
+    attr->cap.max_alloc        = 0;
+    attr->cap.max_reg          = SIZE_MAX;
+    attr->rkey_packed_size     = sizeof(cux_ipc_rkey_t);
+    attr->reg_cost             = ucs_linear_func_make(2e-6, 0);
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
+                                         uct_mem_h *memh_p)
+{
+    cux_ipc_md_t *md = ucs_derived_of(tl_md, cux_ipc_md_t);
+    cux_ipc_memh_t *memh;
+    cux_ctx_guard_t guard;
+    cux_ptr_info_t info;
+    ucs_status_t status;
+    CUcontext ctx;
+
+    status = cux_ptr_query(address, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (info.mem_type != UCS_MEMORY_TYPE_CUDA) {
+        uct_md_log_mem_reg_error(flags, "cuda_ipc: %p is %s memory, only cuda device memory is exported",
+                                 address, ucs_memory_type_names[info.mem_type]);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    memh = ucs_calloc(1, sizeof(*memh), "cux_ipc_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = cux_device_ctx(info.device, &ctx);
+    if ((status != UCS_OK) || ((status = cux_ctx_enter(ctx, &guard)) != UCS_OK)) {
+        goto err_free;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
+                          (CUdeviceptr)(uintptr_t)info.base);
+    cux_ctx_leave(&guard);
+    if (status != UCS_OK) {
+        /* Virtual-memory (cuMemCreate) and stream-ordered pool allocations have no legacy IPC handle. */
+        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu cannot be exported with a legacy IPC "
+                                 "handle (%s): not registered", info.base, info.length,
+                                 ucs_status_string(status));
+        status = UCS_ERR_UNSUPPORTED;
+        goto err_free;
+    }
+
+    memh->device         = info.device;
+    memh->key.system_id  = md->system_id;
+    memh->key.pid        = getpid();
+    memh->key.dev_uuid   = cux_device_get(info.device)->uuid;
+    memh->key.base       = (uintptr_t)info.base;
+    memh->key.length     = info.length;
+    memh->key.buffer_id  = info.buffer_id;
+    cux_ipc_rkey_seal(&memh->key);
+    *memh_p = memh;
+    return UCS_OK;
+
+err_free:
+    ucs_free(memh);
+    return status;
+}
+
+CUX_MEM_REG_FUNC(cux_ipc_mem_reg, cux_ipc_mem_reg_impl)
+
+static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
+{
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    ucs_free(params->memh);
+    return UCS_OK;
+}
+
+static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h md, uct_mem_h tl_memh, void *rkey_buffer)
+{
+    memcpy(rkey_buffer, &((cux_ipc_memh_t*)tl_memh)->key, sizeof(cux_ipc_rkey_t));
+    return UCS_OK;
+}
+
+CUX_MKEY_PACK_FUNC(cux_ipc_mkey_pack, cux_ipc_mkey_pack_impl)
+
+/* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
+static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const void *rkey_buffer,
+                                             uct_rkey_t *rkey_p, void **handle_p)
+{
+    cux_ipc_rkey_t *key;
+    ucs_status_t status;
+
+    key = ucs_malloc(sizeof(*key), "cux_ipc_rkey");
+    if (key == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(key, rkey_buffer, sizeof(*key));
+    status = cux_ipc_rkey_check(key, ucs_get_system_id());
+    if (status != UCS_OK) {
+        ucs_free(key);
+        return status;
+    }
+    *rkey_p   = (uintptr_t)key;
+    *handle_p = NULL;
+    return UCS_OK;
+}
+
+CUX_RKEY_UNPACK_FUNC(cux_ipc_rkey_unpack, cux_ipc_rkey_unpack_impl)
+
+static ucs_status_t cux_ipc_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle)
+{
+    ucs_free((void*)rkey);
+    return UCS_OK;
+}
+
+static void cux_ipc_md_close(uct_md_h md)
+{
+    ucs_free(md);
+}
+
+static uct_md_ops_t cux_ipc_md_ops = {
+    .close              = cux_ipc_md_close,
+    .query              = cux_ipc_md_query,
+    .mem_alloc          = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
+    .mem_free           = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
+    .mem_advise         = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg            = cux_ipc_mem_reg,
+    .mem_dereg          = cux_ipc_mem_dereg,
+    .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
+    .mkey_pack          = cux_ipc_mkey_pack,
+    .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
+    CUX_MD_OPS_VERSION_FIELDS
+};
+
+static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_name,
+                                    const uct_md_config_t *uct_config, uct_md_h *md_p)
+{
+    const cux_ipc_md_config_t *config = ucs_derived_of(uct_config, cux_ipc_md_config_t);
+    cux_ipc_md_t *md;
+    ucs_status_t status;
+
+    status = cux_md_open_check(md_name);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    md = ucs_calloc(1, sizeof(*md), "cux_ipc_md");
+    if (md == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->super.ops       = &cux_ipc_md_ops;
+    md->super.component = &cux_ipc_component;
+    md->system_id       = ucs_get_system_id();
+
+    /* Process-wide: the last memory domain opened sets the bounds. */
+    pthread_once(&cux_ipc_cache_once, cux_ipc_cache_do_init);
+    cux_ipc_cache_configure(&cux_ipc_cache, config->cache_enable, config->cache_max_regions,
+                            config->cache_max_size);
+    *md_p = &md->super;
+    return UCS_OK;
+}
+
+uct_component_t cux_ipc_component = {
+    .query_md_resources = cux_query_md_resources,
+    .md_open            = cux_ipc_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
+    .rkey_unpack        = cux_ipc_rkey_unpack,
+    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
+    .rkey_release       = cux_ipc_rkey_release,
+    .name               = CUX_IPC_COMPONENT_NAME,
+    .md_config          = {
+        .name           = "CUDA IPC memory domain",
+        .prefix         = CUX_IPC_CONFIG_PREFIX,
+        .table          = cux_ipc_md_config_table,
+        .size           = sizeof(cux_ipc_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&cux_ipc_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function,
+    CUX_COMPONENT_VERSION_FIELDS
+};
+
+UCT_COMPONENT_REGISTER(&cux_ipc_component)

@@ -1,0 +1,44 @@
+/*
+ * cuda_ipc memory domain (component "cuda_ipc"): registers GPU memory by exporting a legacy IPC handle of its
+ * allocation, packs it into a remote key with what the importer needs to check it, and holds the
+ * process-wide mapping cache configuration.
+ */
+#ifndef CUX_IPC_MD_H_
+#define CUX_IPC_MD_H_
+
+#include "compat/cux_ucx_compat.h"
+#include "cux_ipc_cache.h"
+
+#define CUX_IPC_COMPONENT_NAME "cuda_ipc"
+#define CUX_IPC_TL_NAME        "cuda_ipc"
+#define CUX_IPC_CONFIG_PREFIX  "CUDA_IPC_"
+
+extern uct_component_t cux_ipc_component;
+
+/* Mappings of other processes' memory, shared by every cuda_ipc interface of the process: a handle can be
+ * opened only once per context. */
+extern cux_ipc_cache_t cux_ipc_cache;
+
+typedef struct cux_ipc_md_config {
+    uct_md_config_t super;
+    int             cache_enable;
+    unsigned long   cache_max_regions;
+    size_t          cache_max_size;
+} cux_ipc_md_config_t;
+
+typedef struct cux_ipc_md {
+    uct_md_t super;
+    uint64_t system_id;
+} cux_ipc_md_t;
+
+/* A registration: the sealed key, ready to pack, and the owning device. */
+typedef struct cux_ipc_memh {
+    cux_ipc_rkey_t key;
+    int            device;
+} cux_ipc_memh_t;
+
+/* For tests: the cache's counters. */
+void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
+                            unsigned long *misses, unsigned long *stale, unsigned long *evictions);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * The cuda_ipc tests' peer process and its connection: see ipc_peer.h.
+ */
+#include "cux_test.h"
+#include "ipc_peer.h"
+
+#include <map>
+#include <csignal>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cux_test {
+
+bool peer_send(int fd, const peer_msg &msg)
+{
+    return send(fd, &msg, sizeof(msg), MSG_NOSIGNAL) == (ssize_t)sizeof(msg);
+}
+
+bool peer_recv(int fd, peer_msg &msg)
+{
+    size_t got = 0;
+    while (got < sizeof(msg)) {
+        ssize_t n = recv(fd, (char*)&msg + got, sizeof(msg) - got, 0);
+        if (n <= 0) {
+            return false;
+        }
+        got += n;
+    }
+    return true;
+}
+
+ipc_peer::ipc_peer() : m_fd(-1), m_pid(-1)
+{
+    int sv[2];
+
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        return;
+    }
+    m_pid = fork();
+    if (m_pid == 0) {
+        close(sv[0]);
+        std::string fd = std::to_string(sv[1]);
+        execl("/proc/self/exe", "cux_gtest", "--ipc-peer", fd.c_str(), (char*)nullptr);
+        _exit(127);
+    }
+    close(sv[1]);
+    m_fd = sv[0];
+}
+
+ipc_peer::~ipc_peer()
+{
+    stop();
+}
+
+peer_msg ipc_peer::greeting()
+{
+    peer_msg msg = {};
+
+    if ((m_fd < 0) || !peer_recv(m_fd, msg)) {
+        msg.status = -1;
+    }
+    return msg;
+}
+
+peer_msg ipc_peer::call(const peer_msg &req)
+{
+    peer_msg reply = {};
+
+    reply.status = -1;
+    if ((m_fd < 0) || !peer_send(m_fd, req) || !peer_recv(m_fd, reply)) {
+        reply.status = -1;
+    }
+    return reply;
+}
+
+void ipc_peer::stop()
+{
+    if (m_pid > 0) {
+        peer_msg req = {};
+        req.op = peer_op::exit;
+        peer_send(m_fd, req);
+        int st;
+        waitpid(m_pid, &st, 0);
+        m_pid = -1;
+    }
+    if (m_fd >= 0) {
+        close(m_fd);
+        m_fd = -1;
+    }
+}
+
+} // namespace cux_test
+
+using namespace cux_test;
+
+/* Peer side: serve requests until told to exit or the connection closes. */
+int ipc_peer_main(int fd)
+{
+    std::map<uint64_t, std::pair<uct_mem_h, int>> buffers;
+    uct_component_h *components, component = nullptr;
+    uct_iface_config_t *iface_config;
+    uct_iface_params_t params = {};
+    ucs_async_context_t *async;
+    uct_md_config_t *md_config;
+    unsigned num_components;
+    uct_worker_h worker;
+    uct_iface_attr_t attr;
+    uct_iface_h iface;
+    uct_md_h md;
+    peer_msg msg, reply;
+
+    if ((cux_devices_init() != UCS_OK) || (uct_query_components(&components, &num_components) != UCS_OK)) {
+        return 1;
+    }
+    for (unsigned i = 0; i < num_components; ++i) {
+        uct_component_attr_t cattr = {};
+        cattr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+        if ((uct_component_query(components[i], &cattr) == UCS_OK) && !strcmp(cattr.name, "cuda_ipc")) {
+            component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    if ((component == nullptr) || (uct_md_config_read(component, NULL, NULL, &md_config) != UCS_OK) ||
+        (uct_md_open(component, "cuda_ipc", md_config, &md) != UCS_OK) ||
+        (ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) != UCS_OK) ||
+        (uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker) != UCS_OK) ||
+        (uct_md_iface_config_read(md, "cuda_ipc", NULL, NULL, &iface_config) != UCS_OK)) {
+        return 1;
+    }
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "cuda_ipc";
+    params.mode.device.dev_name = "cuda";
+    if ((uct_iface_open(md, worker, &params, iface_config, &iface) != UCS_OK) ||
+        (uct_iface_query(iface, &attr) != UCS_OK)) {
+        return 1;
+    }
+
+    reply          = {};
+    reply.op       = peer_op::hello;
+    reply.a        = attr.device_addr_len;
+    reply.b        = attr.iface_addr_len;
+    reply.blob_len = attr.device_addr_len + attr.iface_addr_len;
+    uct_iface_get_device_address(iface, (uct_device_addr_t*)reply.blob);
+    uct_iface_get_address(iface, (uct_iface_addr_t*)(reply.blob + attr.device_addr_len));
+    peer_send(fd, reply);
+
+    while (peer_recv(fd, msg)) {
+        reply        = {};
+        reply.op     = msg.op;
+        reply.status = UCS_OK;
+        try {
+            switch (msg.op) {
+            case peer_op::alloc: {
+                CUdeviceptr dptr;
+                CUcontext ctx, prev;
+                uct_mem_h memh;
+                cux_device_ctx((int)msg.b, &ctx);
+                cux_drv.cuCtxPushCurrent(ctx);
+                CUresult res = cux_drv.cuMemAlloc(&dptr, msg.a);
+                cux_drv.cuCtxPopCurrent(&prev);
+                if (res != CUDA_SUCCESS) {
+                    reply.status = UCS_ERR_NO_MEMORY;
+                    break;
+                }
+                raw_copy((void*)dptr, pattern(msg.c, msg.a).data(), msg.a);
+                reply.status = uct_md_mem_reg(md, (void*)dptr, msg.a, UCT_MD_MEM_ACCESS_ALL, &memh);
+                if (reply.status == UCS_OK) {
+                    reply.status   = uct_md_mkey_pack(md, memh, reply.blob);
+                    reply.blob_len = sizeof(reply.blob);
+                    reply.a        = dptr;
+                    buffers[dptr]  = {memh, (int)msg.b};
+                }
+                break;
+            }
+            case peer_op::free: {
+                auto it = buffers.find(msg.a);
+                if (it == buffers.end()) {
+                    reply.status = UCS_ERR_NO_ELEM;
+                    break;
+                }
+                CUcontext ctx, prev;
+                uct_md_mem_dereg(md, it->second.first);
+                cux_device_ctx(it->second.second, &ctx);
+                cux_drv.cuCtxPushCurrent(ctx);
+                reply.status = (cux_drv.cuMemFree(it->first) == CUDA_SUCCESS) ? UCS_OK : UCS_ERR_IO_ERROR;
+                cux_drv.cuCtxPopCurrent(&prev);
+                buffers.erase(it);
+                break;
+            }
+            case peer_op::fill:
+                raw_copy((void*)msg.a, pattern(msg.c, msg.b).data(), msg.b);
+                break;
+            case peer_op::check: {
+                std::vector<uint8_t> got(msg.b);
+                raw_copy(got.data(), (void*)msg.a, msg.b);
+                reply.status = (got == pattern(msg.c, msg.b)) ? 0 : 1;
+                break;
+            }
+            case peer_op::exit:
+                _exit(0); /* like a process that simply ends: no cleanup */
+            default:
+                reply.status = UCS_ERR_INVALID_PARAM;
+            }
+        } catch (const std::exception &e) {
+            fprintf(stderr, "ipc peer: %s\n", e.what());
+            reply.status = UCS_ERR_IO_ERROR;
+        }
+        peer_send(fd, reply);
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * The other process of the cuda_ipc tests: a copy of the test binary started with --ipc-peer FD, which
+ * allocates, exports, fills, checks and frees GPU buffers on request over a socket pair.
+ */
+#ifndef CUX_IPC_PEER_H_
+#define CUX_IPC_PEER_H_
+
+#include <cstdint>
+#include <sys/types.h>
+
+namespace cux_test {
+
+enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit };
+
+struct peer_msg {
+    peer_op  op;
+    int32_t  status;     /* ucs_status_t of the request; for check, 1 on a data mismatch */
+    uint64_t a, b, c;    /* alloc: size, device, seed -> address; fill/check: address, size, seed */
+    uint32_t blob_len;
+    uint8_t  blob[512];  /* hello: device address, iface address; alloc: packed rkey */
+};
+
+bool peer_send(int fd, const peer_msg &msg);
+bool peer_recv(int fd, peer_msg &msg);
+
+/* Parent side: a running peer process. */
+class ipc_peer {
+public:
+    ipc_peer();
+    ~ipc_peer();
+
+    bool     alive() const { return m_pid > 0; }
+    pid_t    pid() const { return m_pid; }
+    /* The greeting the peer sends when it is ready (status -1 if it died first). */
+    peer_msg greeting();
+    /* Sends a request and returns the reply (status -1 on a broken connection). */
+    peer_msg call(const peer_msg &req);
+    /* Asks the peer to exit and waits for it. */
+    void     stop();
+
+private:
+    int   m_fd;
+    pid_t m_pid;
+};
+
+} // namespace cux_test
+
+#endif

@@ -1,0 +1,510 @@
+/*
+ * cuda_ipc: remote-key format and validation, the mapping cache's logic (both without a GPU), and transfers
+ * between two processes (real GPUs, or the mock driver whose device memory is shared through memfd).
+ */
+#include "cux_test.h"
+#include "ipc_peer.h"
+
+#include <cstring>
+#include <unistd.h>
+
+extern "C" {
+#include "ipc/cux_ipc_rkey.h"
+#include "ipc/cux_ipc_cache.h"
+}
+
+using namespace cux_test;
+
+/* ---------------------------------------------------------------- remote keys (CPU) */
+
+static cux_ipc_rkey_t sample_key(uint64_t system_id)
+{
+    cux_ipc_rkey_t key;
+    memset(&key, 0, sizeof(key));
+    key.system_id = system_id;
+    key.pid       = 1234;
+    key.base      = 0x7f0000000000ull;
+    key.length    = 1 << 20;
+    key.buffer_id = 42;
+    memset(&key.handle, 0x5a, sizeof(key.handle));
+    cux_ipc_rkey_seal(&key);
+    return key;
+}
+
+TEST(ipc_rkey, sealed_key_round_trips)
+{
+    cux_ipc_rkey_t key = sample_key(7), copy;
+    memcpy(&copy, &key, sizeof(copy));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7));
+}
+
+TEST(ipc_rkey, every_corrupted_byte_is_rejected)
+{
+    cux_ipc_rkey_t key = sample_key(7);
+    for (size_t i = 0; i < sizeof(key); ++i) {
+        cux_ipc_rkey_t bad = key;
+        ((uint8_t*)&bad)[i] ^= 0x40;
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&bad, 7)) << "byte " << i;
+    }
+}
+
+TEST(ipc_rkey, truncated_key_is_rejected)
+{
+    cux_ipc_rkey_t key = sample_key(7);
+    for (size_t keep : {size_t(0), size_t(4), sizeof(key) / 2, sizeof(key) - 1}) {
+        cux_ipc_rkey_t cut;
+        memset(&cut, 0, sizeof(cut));
+        memcpy(&cut, &key, keep);
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&cut, 7)) << keep << " bytes";
+    }
+}
+
+TEST(ipc_rkey, key_of_another_host_is_unreachable)
+{
+    cux_ipc_rkey_t key = sample_key(8);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
+}
+
+TEST(ipc_rkey, range_checks)
+{
+    cux_ipc_rkey_t key = sample_key(7);
+    EXPECT_TRUE(cux_ipc_rkey_covers(&key, key.base, key.length));
+    EXPECT_TRUE(cux_ipc_rkey_covers(&key, key.base + 100, 10));
+    EXPECT_FALSE(cux_ipc_rkey_covers(&key, key.base - 1, 10));
+    EXPECT_FALSE(cux_ipc_rkey_covers(&key, key.base + key.length - 5, 10));
+    EXPECT_FALSE(cux_ipc_rkey_covers(&key, key.base + 1, UINT64_MAX));
+}
+
+/* ---------------------------------------------------------------- mapping cache (CPU) */
+
+struct fake_driver {
+    int      mapped = 0, opens = 0, fail = 0;
+    uint64_t next   = 0x100000;
+
+    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
+    {
+        fake_driver *d = (fake_driver*)arg;
+        if (d->fail) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        d->mapped++;
+        d->opens++;
+        *mapped_p = (void*)(d->next += 0x100000);
+        return UCS_OK;
+    }
+    static void unmap(void *arg, int device, void *mapped)
+    {
+        ((fake_driver*)arg)->mapped--;
+    }
+};
+
+class ipc_cache : public ::testing::Test {
+protected:
+    void SetUp() override { cux_ipc_cache_init(&m_cache, &m_ops, &m_drv); }
+    void TearDown() override
+    {
+        cux_ipc_cache_purge(&m_cache);
+        EXPECT_EQ(0, m_drv.mapped) << "mappings leaked";
+    }
+
+    cux_ipc_rkey_t key(int pid, uint64_t base, uint64_t id, uint64_t len = 4096)
+    {
+        cux_ipc_rkey_t k = sample_key(7);
+        k.pid = pid; k.base = base; k.buffer_id = id; k.length = len;
+        return k;
+    }
+
+    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0)
+    {
+        cux_ipc_region_t *r = nullptr;
+        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, device, &r));
+        return r;
+    }
+
+    fake_driver         m_drv;
+    cux_ipc_cache_ops_t m_ops = {fake_driver::map, fake_driver::unmap};
+    cux_ipc_cache_t     m_cache;
+};
+
+TEST_F(ipc_cache, hit_makes_no_driver_call)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_region_t *r1 = get(k);
+    cux_ipc_cache_put(&m_cache, r1);
+    cux_ipc_region_t *r2 = get(k);
+    EXPECT_EQ(r1, r2);
+    EXPECT_EQ(1, m_drv.opens);
+    EXPECT_EQ(1ul, m_cache.stats.hits);
+    cux_ipc_cache_put(&m_cache, r2);
+}
+
+TEST_F(ipc_cache, key_parts_are_all_distinct)
+{
+    cux_ipc_region_t *a = get(key(1, 0x1000, 1)), *b = get(key(2, 0x1000, 1)), *c = get(key(1, 0x1000, 1), 1);
+    EXPECT_NE(a, b);
+    EXPECT_NE(a, c);
+    EXPECT_EQ(3, m_drv.opens);
+    for (auto r : {a, b, c}) {
+        cux_ipc_cache_put(&m_cache, r);
+    }
+}
+
+TEST_F(ipc_cache, new_buffer_at_the_same_address_is_remapped)
+{
+    cux_ipc_region_t *old = get(key(1, 0x1000, 1));
+    void *old_mapping     = old->mapped;
+    cux_ipc_cache_put(&m_cache, old);
+    cux_ipc_region_t *r = get(key(1, 0x1000, 2));
+    EXPECT_NE(old_mapping, r->mapped);
+    EXPECT_EQ(1ul, m_cache.stats.stale);
+    EXPECT_EQ(1, m_drv.mapped) << "the stale mapping was not closed";
+    cux_ipc_cache_put(&m_cache, r);
+}
+
+TEST_F(ipc_cache, stale_mapping_in_use_is_closed_when_released)
+{
+    cux_ipc_region_t *old = get(key(1, 0x1000, 1));
+    cux_ipc_region_t *r   = get(key(1, 0x1000, 2));
+    EXPECT_EQ(2, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, old);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, r);
+}
+
+TEST_F(ipc_cache, lru_bound_on_regions)
+{
+    cux_ipc_cache_configure(&m_cache, 1, 8, SIZE_MAX);
+    for (uint64_t i = 0; i < 100; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+        EXPECT_LE(m_cache.num_regions, 8ul);
+    }
+    EXPECT_EQ(8, m_drv.mapped);
+    /* the most recently used survive */
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * 100, 99)));
+    EXPECT_EQ(100, m_drv.opens);
+}
+
+TEST_F(ipc_cache, lru_bound_on_bytes)
+{
+    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, 10 * 4096);
+    for (uint64_t i = 0; i < 50; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+        EXPECT_LE(m_cache.total_size, 10u * 4096);
+    }
+}
+
+TEST_F(ipc_cache, regions_in_use_are_never_evicted)
+{
+    cux_ipc_cache_configure(&m_cache, 1, 2, SIZE_MAX);
+    std::vector<cux_ipc_region_t*> held;
+    for (uint64_t i = 0; i < 5; ++i) {
+        held.push_back(get(key(1, 0x1000 * (i + 1), i)));
+    }
+    EXPECT_EQ(5, m_drv.mapped) << "a mapping in use was closed";
+    for (auto r : held) {
+        cux_ipc_cache_put(&m_cache, r);
+    }
+    EXPECT_EQ(2, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, disabled_cache_unmaps_after_use)
+{
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    cux_ipc_region_t *a = get(key(1, 0x1000, 1));
+    cux_ipc_region_t *b = get(key(1, 0x1000, 1));
+    EXPECT_EQ(a, b) << "concurrent users must share the one mapping";
+    cux_ipc_cache_put(&m_cache, a);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, b);
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, turning_caching_off_releases_unused_mappings)
+{
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
+    cux_ipc_region_t *held = get(key(1, 0x2000, 2));
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, held);
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, map_failure_is_reported_and_retried_after_freeing_unused)
+{
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
+    m_drv.fail = 1;
+    cux_ipc_region_t *r;
+    auto k = key(1, 0x2000, 2);
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, &r));
+    EXPECT_EQ(0, m_drv.mapped) << "unused mappings were not released before the retry";
+}
+
+/* ---------------------------------------------------------------- two processes */
+
+class ipc_transport : public transport_test {
+protected:
+    ipc_transport() : transport_test("cuda_ipc", "cuda_ipc", false) {}
+
+    void SetUp() override
+    {
+        transport_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        start_peer();
+    }
+
+    void TearDown() override
+    {
+        destroy_ep();
+        m_peer.reset();
+        transport_test::TearDown();
+    }
+
+    void start_peer()
+    {
+        destroy_ep();
+        m_peer.reset(new ipc_peer());
+        peer_msg hello;
+        ASSERT_TRUE(m_peer->alive());
+        hello = m_peer->greeting();
+        ASSERT_EQ(0, hello.status) << "peer did not start";
+        ASSERT_EQ(peer_op::hello, hello.op);
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = m_iface;
+        params.dev_addr   = (uct_device_addr_t*)hello.blob;
+        params.iface_addr = (uct_iface_addr_t*)(hello.blob + hello.a);
+        ASSERT_TRUE(uct_iface_is_reachable(m_iface, params.dev_addr, params.iface_addr));
+        ASSERT_EQ(UCS_OK, uct_ep_create(&params, &m_ep));
+    }
+
+    void destroy_ep()
+    {
+        if (m_ep != nullptr) {
+            uct_ep_destroy(m_ep);
+            m_ep = nullptr;
+        }
+    }
+
+    struct remote_buf {
+        uint64_t          addr;
+        uct_rkey_bundle_t rkey;
+    };
+
+    remote_buf remote_alloc(size_t size, int device, uint64_t seed)
+    {
+        peer_msg req = {};
+        remote_buf rb = {};
+        req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed;
+        peer_msg reply = m_peer->call(req);
+        EXPECT_EQ(UCS_OK, reply.status) << "peer could not allocate " << size << " bytes on device " << device;
+        if (reply.status == UCS_OK) {
+            rb.addr = reply.a;
+            EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
+        }
+        return rb;
+    }
+
+    void remote_free(remote_buf &rb)
+    {
+        peer_msg req = {};
+        req.op = peer_op::free; req.a = rb.addr;
+        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
+        uct_rkey_release(m_component, &rb.rkey);
+    }
+
+    int32_t remote(peer_op op, uint64_t addr, size_t size, uint64_t seed)
+    {
+        peer_msg req = {};
+        req.op = op; req.a = addr; req.b = size; req.c = seed;
+        return m_peer->call(req).status;
+    }
+
+    ucs_status_t zcopy(bool put, void *local, size_t size, uint64_t raddr, uct_rkey_t rkey)
+    {
+        uct_iov_t iov = {local, size, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t status = put ? uct_ep_put_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp) :
+                                    uct_ep_get_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp);
+        return (status == UCS_INPROGRESS) ? wait(&comp.comp) : status;
+    }
+
+    struct counters {
+        unsigned long regions, hits, misses, stale, evictions;
+        size_t        size;
+    };
+
+    counters cache()
+    {
+        counters c;
+        cux_ipc_cache_counters(&c.regions, &c.size, &c.hits, &c.misses, &c.stale, &c.evictions);
+        return c;
+    }
+
+    std::unique_ptr<ipc_peer> m_peer;
+};
+
+TEST_F(ipc_transport, put_and_get_between_processes)
+{
+    std::vector<std::pair<int, int>> pairs = {{0, 0}};
+    if (cux_device_count() > 1) {
+        pairs.push_back({0, 1});
+        pairs.push_back({1, 0});
+    }
+    uint64_t seed = 1000;
+    for (auto devs : pairs) {
+        for (size_t size : {size_t(1), size_t(4097), size_t(1) << 20, size_t(64) << 20, size_t(256) << 20}) {
+            SCOPED_TRACE("local GPU" + std::to_string(devs.first) + " <-> peer GPU" +
+                         std::to_string(devs.second) + ", " + std::to_string(size) + " bytes");
+            buffer local(devs.first ? buf_kind::cuda1 : buf_kind::cuda0, size);
+            remote_buf rb = remote_alloc(size, devs.second, ++seed);
+            ASSERT_NE(0u, rb.addr);
+
+            /* put: poisoned remote gets our data */
+            local.write(pattern(++seed, size));
+            ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
+            EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, seed)) << "put data mismatch";
+
+            /* get: fresh remote data lands in our poisoned buffer */
+            local.write(std::vector<uint8_t>(size, 0xa5));
+            ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, ++seed));
+            ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+            EXPECT_TRUE(local.read() == pattern(seed, size)) << "get data mismatch";
+
+            /* inside the allocation, at an offset */
+            if (size > 64) {
+                ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), 32, rb.addr + 17, rb.rkey.rkey));
+                auto expect = pattern(seed, size);
+                auto got    = local.read();
+                EXPECT_EQ(0, memcmp(got.data(), expect.data() + 17, 32));
+            }
+            remote_free(rb);
+        }
+    }
+}
+
+TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
+{
+    buffer local(buf_kind::cuda0, 8192);
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(true, local.ptr(), 8192, rb.addr, rb.rkey.rkey));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(true, local.ptr(), 16, rb.addr - 16, rb.rkey.rkey));
+    remote_free(rb);
+}
+
+TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
+{
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = 1;
+    peer_msg reply = m_peer->call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    uct_rkey_bundle_t bundle;
+
+    std::vector<uint8_t> bad(reply.blob, reply.blob + sizeof(cux_ipc_rkey_t));
+    bad[20] ^= 1;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rkey_unpack(m_component, bad.data(), &bundle));
+
+    cux_ipc_rkey_t foreign;
+    memcpy(&foreign, reply.blob, sizeof(foreign));
+    foreign.system_id ^= 1;
+    cux_ipc_rkey_seal(&foreign);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, &foreign, &bundle));
+
+    std::vector<uint8_t> zeros(sizeof(cux_ipc_rkey_t), 0);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rkey_unpack(m_component, zeros.data(), &bundle));
+}
+
+TEST_F(ipc_transport, host_memory_is_not_registered)
+{
+    std::vector<char> host(4096);
+    uct_mem_h memh;
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_md_mem_reg(m_md, host.data(), host.size(),
+                             UCT_MD_MEM_ACCESS_ALL | UCT_MD_MEM_FLAG_HIDE_ERRORS, &memh));
+}
+
+TEST_F(ipc_transport, reallocation_at_the_same_address_is_seen)
+{
+    const size_t size = 1 << 20;
+    buffer local(buf_kind::cuda0, size);
+
+    remote_buf first = remote_alloc(size, 0, 1);
+    local.write(pattern(11, size));
+    ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, first.addr, first.rkey.rkey));
+    ASSERT_EQ(0, remote(peer_op::check, first.addr, size, 11));
+    uint64_t addr = first.addr;
+    remote_free(first);
+
+    counters before = cache();
+    remote_buf second = remote_alloc(size, 0, 2);
+    local.write(pattern(12, size));
+    ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, second.addr, second.rkey.rkey));
+    EXPECT_EQ(0, remote(peer_op::check, second.addr, size, 12)) << "the transfer went to the old buffer";
+    if (second.addr == addr) {
+        EXPECT_EQ(before.stale + 1, cache().stale) << "re-allocation at the same address not detected";
+    } else {
+        printf("note: the peer's second buffer came back at another address\n");
+    }
+    remote_free(second);
+}
+
+TEST_F(ipc_transport, cache_stays_within_its_bounds)
+{
+    const unsigned max_regions = 32;
+    const unsigned count       = using_mock_driver() ? 1000 : 10000;
+    open_md({{"CACHE_MAX_REGIONS", std::to_string(max_regions)}});
+    start_peer();
+    buffer local(buf_kind::cuda0, 65536);
+    local.write(pattern(5, 65536));
+    std::vector<remote_buf> bufs;
+
+    for (unsigned i = 0; i < count; ++i) {
+        bufs.push_back(remote_alloc(65536, i % cux_device_count(), i));
+        ASSERT_NE(0u, bufs.back().addr) << "buffer " << i;
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 65536, bufs.back().addr, bufs.back().rkey.rkey));
+        ASSERT_LE(cache().regions, max_regions) << "after " << i + 1 << " buffers";
+    }
+    EXPECT_EQ(0, remote(peer_op::check, bufs.back().addr, 65536, 5));
+    EXPECT_EQ(0, remote(peer_op::check, bufs.front().addr, 65536, 5));
+    counters c = cache();
+    printf("%u buffers: %lu regions cached, %lu misses, %lu evictions\n", count, c.regions, c.misses,
+           c.evictions);
+    for (auto &rb : bufs) {
+        remote_free(rb);
+    }
+}
+
+TEST_F(ipc_transport, cache_off_unmaps_after_use)
+{
+    open_md({{"CACHE", "n"}});
+    start_peer();
+    buffer local(buf_kind::cuda0, 4096);
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    unsigned long misses = cache().misses;
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0ul, cache().regions);
+    }
+    EXPECT_EQ(misses + 3, cache().misses);
+    remote_free(rb);
+}
+
+TEST_F(ipc_transport, peer_that_exited_gives_errors_not_hangs)
+{
+    buffer local(buf_kind::cuda0, 1 << 20);
+    remote_buf mapped   = remote_alloc(1 << 20, 0, 1);
+    remote_buf unmapped = remote_alloc(1 << 20, 0, 2);
+    ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 1 << 20, mapped.addr, mapped.rkey.rkey));
+
+    m_peer->stop();
+
+    /* Never mapped: opening the handle of a process that is gone fails cleanly. */
+    EXPECT_NE(UCS_OK, zcopy(true, local.ptr(), 1 << 20, unmapped.addr, unmapped.rkey.rkey));
+    /* Mapped before the exit: the copy may succeed or fail, but it must finish. */
+    ucs_status_t status = zcopy(true, local.ptr(), 1 << 20, mapped.addr, mapped.rkey.rkey);
+    EXPECT_NE(UCS_ERR_TIMED_OUT, status);
+    uct_rkey_release(m_component, &mapped.rkey);
+    uct_rkey_release(m_component, &unmapped.rkey);
+}
