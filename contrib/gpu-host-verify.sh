@@ -67,11 +67,12 @@ make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
 make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
 step "gtest suites (real GPUs, then the mock driver)"
-CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
+# The mock suites repeat what CI runs; on the GPU host only the real devices are worth the time.
+CUX_TEST_NO_MOCK=${CUX_TEST_NO_MOCK:-1} CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
 tests_rc=$?
 cat "$work/logs/run-tests.log" >>"$summary"
 cp test/logs/system-driver.log "$out/gtest-gpu.log"
-cp test/logs/mock-driver.log "$out/gtest-mock.log" 2>/dev/null
+cp test/logs/mock-driver.log "$out/gtest-mock.log" 2>/dev/null || true
 
 step "installing our module into $prefix/lib/ucx"
 make install >"$work/logs/plugin-install.log" 2>&1 || fail "plugin install"
