@@ -72,7 +72,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_short_device(cux_copy_iface_t *iface, const void *gpu_side,
                                                               const void *other_side, int *device_p)
 {
-    int is_cuda, device;
+    int is_cuda = 0, device = 0;
     ucs_status_t status;
 
     if (iface->super.num_devices == 1) {
@@ -84,7 +84,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_short_device(cux_copy_iface_t *
     if (ucs_likely((status == UCS_OK) && !is_cuda)) {
         status = cux_copy_locate(other_side, UCT_MEM_HANDLE_NULL, &is_cuda, &device);
     }
-    *device_p = is_cuda ? device : 0;
+    *device_p = ((status == UCS_OK) && is_cuda) ? device : 0;
     return status;
 }
 
