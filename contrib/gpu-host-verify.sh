@@ -91,6 +91,17 @@ cmp -s "$prefix/cux-module/libuct_cuda.so.0" "$prefix/reference-module/libuct_cu
 grep -q 'Transport: cuda_copy' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_copy"
 grep -q 'Transport: cuda_ipc' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_ipc"
 
+step "which transports UCP picks with our module (UCX_LOG_LEVEL=info)"
+{
+    echo "### ucx_perftest tag_bw 16MB -m cuda, GPU0 -> GPU1, UCX_TLS=self,sm,cuda_copy,cuda_ipc, our module"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_LOG_LEVEL=info timeout 60 "$prefix/bin/ucx_perftest" -p 19997 \
+        >"$work/logs/perftest-info-server.log" 2>&1 &
+    sleep 1
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_LOG_LEVEL=info timeout 60 "$prefix/bin/ucx_perftest" localhost \
+        -p 19997 -t tag_bw -m cuda -s 16777216 -n 20 -w 2 2>&1 | grep -E 'cuda|Final' | head -20
+    wait
+} >>"$out/ucx_info.txt" 2>&1
+
 step "ucx_perftest: reference vs ours, cases '$cases', $repeats repeats"
 python3 "$plugin_src/bench/perftest_compare.py" --prefix "$prefix" \
     --module reference="$prefix/reference-module/libuct_cuda.so.0" \

@@ -491,20 +491,31 @@ TEST_F(ipc_transport, cache_off_unmaps_after_use)
     remote_free(rb);
 }
 
+/* What the driver does with the memory of a process that is gone varies (seen on the GPU host: a handle of a
+ * small buffer still opened, as its allocation chunk was mapped already). What must hold: every operation
+ * finishes with a status, nothing hangs or crashes, and the interface still flushes. */
 TEST_F(ipc_transport, peer_that_exited_gives_errors_not_hangs)
 {
-    buffer local(buf_kind::cuda0, 1 << 20);
+    const size_t big = 8 << 20; /* its own allocation, never mapped before the exit */
+    buffer local(buf_kind::cuda0, big);
     remote_buf mapped   = remote_alloc(1 << 20, 0, 1);
-    remote_buf unmapped = remote_alloc(1 << 20, 0, 2);
+    remote_buf unmapped = remote_alloc(big, 0, 2);
     ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 1 << 20, mapped.addr, mapped.rkey.rkey));
 
     m_peer->stop();
 
-    /* Never mapped: opening the handle of a process that is gone fails cleanly. */
-    EXPECT_NE(UCS_OK, zcopy(true, local.ptr(), 1 << 20, unmapped.addr, unmapped.rkey.rkey));
-    /* Mapped before the exit: the copy may succeed or fail, but it must finish. */
-    ucs_status_t status = zcopy(true, local.ptr(), 1 << 20, mapped.addr, mapped.rkey.rkey);
-    EXPECT_NE(UCS_ERR_TIMED_OUT, status);
+    ucs_status_t never_mapped = zcopy(true, local.ptr(), big, unmapped.addr, unmapped.rkey.rkey);
+    ucs_status_t was_mapped   = zcopy(true, local.ptr(), 1 << 20, mapped.addr, mapped.rkey.rkey);
+    printf("after the peer exited: never-mapped buffer: %s, mapped buffer: %s\n",
+           ucs_status_string(never_mapped), ucs_status_string(was_mapped));
+    EXPECT_NE(UCS_ERR_TIMED_OUT, never_mapped);
+    EXPECT_NE(UCS_ERR_TIMED_OUT, was_mapped);
+    if (using_mock_driver()) {
+        EXPECT_NE(UCS_OK, never_mapped) << "the mock cannot open a handle of an exited process";
+    }
+    counting_completion flush;
+    ucs_status_t status = uct_ep_flush(m_ep, 0, &flush.comp);
+    EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? wait(&flush.comp) : status);
     uct_rkey_release(m_component, &mapped.rkey);
     uct_rkey_release(m_component, &unmapped.rkey);
 }
