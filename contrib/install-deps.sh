@@ -52,7 +52,7 @@ ver=$(dpkg-query -W -f='${Version}' libucx-dev)
 mkdir -p "$dest"
 upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}
 if ! ls -d "$dest"/ucx-"$upstream"* >/dev/null 2>&1; then
-    (cd "$dest" && apt-get source -qq --download-only "ucx=$ver" >/dev/null &&
+    (cd "$dest" && apt-get source -qq -o APT::Sandbox::User=root --download-only "ucx=$ver" >/dev/null &&
         dpkg-source -x --no-check ucx_*.dsc >/dev/null)
 fi
 src=$(ls -d "$dest"/ucx-"$upstream"* | head -1)

@@ -32,10 +32,10 @@ if ! UCX_MODULES=^cuda "$prefix/bin/ucx_info" -b | grep -q 'uct_MODULES.*:cuda';
 fi
 
 echo "--- ucx_info -d (CUDA transports)"
-LD_PRELOAD=$preload "$prefix/bin/ucx_info" -d | grep -B1 -A12 'Component: cuda_cpy' ||
+LD_PRELOAD=$preload "$prefix/bin/ucx_info" -d | grep -B1 -A12 -E 'Component: cuda_(cpy|ipc)' ||
     echo "(no CUDA transport resources: no GPU or no driver on this host)"
-echo "--- ucx_info -c (CUDA_COPY variables)"
-LD_PRELOAD=$preload "$prefix/bin/ucx_info" -c | grep CUDA_COPY
+echo "--- ucx_info -c (CUDA_COPY and CUDA_IPC variables)"
+LD_PRELOAD=$preload "$prefix/bin/ucx_info" -c | grep -E 'CUDA_(COPY|IPC)_'
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "--- GPU demo: host <-> GPU transfers through libuct"

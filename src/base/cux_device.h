@@ -60,6 +60,15 @@ static inline ucs_status_t cux_ctx_enter(CUcontext ctx, cux_ctx_guard_t *guard)
     return CUX_DRV_CALL_ERR(cuCtxPushCurrent, ctx);
 }
 
+/* Enter the primary context of a device (retained on first use). */
+static inline ucs_status_t cux_device_ctx_enter(int ordinal, cux_ctx_guard_t *guard)
+{
+    CUcontext ctx;
+    ucs_status_t status = cux_device_ctx(ordinal, &ctx);
+
+    return (status == UCS_OK) ? cux_ctx_enter(ctx, guard) : status;
+}
+
 static inline void cux_ctx_leave(cux_ctx_guard_t *guard)
 {
     CUcontext popped;

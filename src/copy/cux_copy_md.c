@@ -56,14 +56,10 @@ static ucs_status_t cux_copy_md_default_ctx(cux_ctx_guard_t *guard, int *device_
         return UCS_OK;
     }
 
-    status = cux_device_ctx(0, &ctx);
-    if (status != UCS_OK) {
-        return status;
-    }
     if (device_p != NULL) {
         *device_p = 0;
     }
-    return cux_ctx_enter(ctx, guard);
+    return cux_device_ctx_enter(0, guard);
 }
 
 static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
@@ -197,17 +193,13 @@ static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
     cux_copy_memh_t *memh = tl_memh;
     cux_ctx_guard_t guard;
     ucs_status_t status;
-    CUcontext ctx;
 
     if (!(memh->flags & CUX_COPY_MEMH_ALLOCATED)) {
         ucs_error("cuda_copy: memh %p was not allocated by mem_alloc", memh);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    status = cux_device_ctx(memh->device, &ctx);
-    if (status == UCS_OK) {
-        status = cux_ctx_enter(ctx, &guard);
-    }
+    status = cux_device_ctx_enter(memh->device, &guard);
     if (status != UCS_OK) {
         return status;
     }

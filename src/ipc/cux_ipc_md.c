@@ -37,10 +37,9 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
-    CUcontext ctx;
 
-    status = cux_device_ctx(device, &ctx);
-    if ((status != UCS_OK) || ((status = cux_ctx_enter(ctx, &guard)) != UCS_OK)) {
+    status = cux_device_ctx_enter(device, &guard);
+    if (status != UCS_OK) {
         return status;
     }
     status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
@@ -60,9 +59,8 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
 static void cux_ipc_unmap(void *arg, int device, void *mapped)
 {
     cux_ctx_guard_t guard;
-    CUcontext ctx;
 
-    if ((cux_device_ctx(device, &ctx) == UCS_OK) && (cux_ctx_enter(ctx, &guard) == UCS_OK)) {
+    if (cux_device_ctx_enter(device, &guard) == UCS_OK) {
         (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)mapped);
         cux_ctx_leave(&guard);
     }
@@ -118,7 +116,6 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     cux_ctx_guard_t guard;
     cux_ptr_info_t info;
     ucs_status_t status;
-    CUcontext ctx;
 
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
@@ -135,8 +132,8 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = cux_device_ctx(info.device, &ctx);
-    if ((status != UCS_OK) || ((status = cux_ctx_enter(ctx, &guard)) != UCS_OK)) {
+    status = cux_device_ctx_enter(info.device, &guard);
+    if (status != UCS_OK) {
         goto err_free;
     }
     status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
