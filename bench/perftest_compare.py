@@ -71,11 +71,11 @@ def pinned(cmd, cpu):
     return (["taskset", "-c", str(cpu)] + cmd) if cpu is not None and shutil.which("taskset") else cmd
 
 
-def run_case(prefix, case, timeout, cpus):
+def run_case(prefix, case, timeout, cpus, extra_env):
     name, test, size, mem, iters, warmup, tls, gpus = case
     perftest = os.path.join(prefix, "bin", "ucx_perftest")
     port = str(free_port())
-    base_env = dict(os.environ, UCX_TLS=tls)
+    base_env = dict(os.environ, UCX_TLS=tls, **extra_env)
     server_env, client_env = dict(base_env), dict(base_env)
     if gpus is not None:
         server_env["CUDA_VISIBLE_DEVICES"] = str(gpus[0])
@@ -128,8 +128,8 @@ def environment():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", required=True, help="UCX installation whose ucx_perftest is used")
-    ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH",
-                    help="module to compare; the first is the reference")
+    ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]",
+                    help="module to compare, with optional environment for its runs; the first is the reference")
     ap.add_argument("--cases", default="copy", help="comma-separated case sets: " + ", ".join(sorted(CASE_SETS)))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
@@ -137,7 +137,12 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    modules = [m.split("=", 1) for m in args.module]
+    modules, module_env = [], {}
+    for m in args.module:
+        name, rest = m.split("=", 1)
+        path, *env_items = rest.split(",")
+        modules.append((name, path))
+        module_env[name] = dict(item.split("=", 1) for item in env_items)
     cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else [None, None]
     moddir = os.path.join(args.prefix, "lib", "ucx")
     os.makedirs(args.out, exist_ok=True)
@@ -155,7 +160,7 @@ def main():
             order = modules if rep % 2 == 0 else list(reversed(modules))
             for mname, mpath in order:
                 install_module(mpath, moddir)
-                value, detail = run_case(args.prefix, case, args.timeout, cpus)
+                value, detail = run_case(args.prefix, case, args.timeout, cpus, module_env[mname])
                 print("repeat %d %-28s %-10s %s" % (rep, case[0], mname,
                                                     "FAILED" if value is None else "%.3f" % value), flush=True)
                 if value is None:
@@ -175,7 +180,9 @@ def main():
     ref = modules[0][0]
     lines = ["# ucx_perftest: %s" % ", ".join(m for m, _ in modules), "",
              "- date: %(date)s" % env, "- GPUs: %(gpu)s" % env, "- driver: %(driver)s, CUDA %(cuda)s" % env,
-             "- UCX core: %(ucx)s (same build for every module)" % env,
+             "- UCX core: %(ucx)s (same build for every module)" % env] + \
+            ["- %s: extra environment %s" % (m, " ".join("%s=%s" % kv for kv in e.items()))
+             for m, e in module_env.items() if e] + [
              "- %d repeats per cell, interleaved; median (min-max); server/client on cores %s" %
              (args.repeats, args.cpus or "unbound"), "",
              "| case | unit | " + " | ".join(m for m, _ in modules) + " | ratio " +

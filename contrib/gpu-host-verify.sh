@@ -6,6 +6,8 @@
 #   OUT=/some/dir contrib/gpu-host-verify.sh [CASES] [REPEATS]
 #
 # CASES: comma-separated case sets of bench/perftest_compare.py (default copy), or "none" to skip perftest.
+# CUX_VERIFY_SKIP_TESTS=1 skips the gtest suites (for a benchmark-only call). CUX_BENCH_EXTRA_MODULES adds
+# "--module NAME=PATH[,VAR=VALUE...]" arguments for the comparison (e.g. ours with other settings).
 #
 # Inputs in ./gpu-carry (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
 # googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
@@ -68,6 +70,8 @@ cd "$plugin" || fail "plugin build directory"
 make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
 make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
+tests_rc=0
+if [ "${CUX_VERIFY_SKIP_TESTS:-0}" != 1 ]; then
 step "gtest suites (real GPUs, then the mock driver)"
 # The mock suites repeat what CI runs; on the GPU host only the real devices are worth the time.
 CUX_TEST_NO_MOCK=${CUX_TEST_NO_MOCK:-1} CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
@@ -75,6 +79,7 @@ tests_rc=$?
 cat "$work/logs/run-tests.log" >>"$summary"
 cp test/logs/system-driver.log "$out/gtest-gpu.log"
 cp test/logs/mock-driver.log "$out/gtest-mock.log" 2>/dev/null || true
+fi
 
 step "installing our module into $prefix/lib/ucx"
 make install >"$work/logs/plugin-install.log" 2>&1 || fail "plugin install"
@@ -113,7 +118,7 @@ step "which transports UCP picks with our module (UCX_LOG_LEVEL=info)"
 step "ucx_perftest: reference vs ours, cases '$cases', $repeats repeats"
 python3 "$plugin_src/bench/perftest_compare.py" --prefix "$prefix" \
     --module reference="$prefix/reference-module/libuct_cuda.so.0" \
-    --module ours="$prefix/cux-module/libuct_cuda.so.0" \
+    --module ours="$prefix/cux-module/libuct_cuda.so.0" ${CUX_BENCH_EXTRA_MODULES:-} \
     --cases "$cases" --repeats "$repeats" --out "$out" >"$work/logs/perftest.log" 2>&1
 perf_rc=$?
 tail -n 20 "$work/logs/perftest.log" >>"$summary"
