@@ -29,8 +29,13 @@ IPC_TLS = "self,sm,cuda_copy,cuda_ipc"
 
 # name, test, size, memory types, iterations, warm-up, UCX_TLS, CUDA_VISIBLE_DEVICES of (server, client) or
 # None for all GPUs (ucx_perftest then puts the server on GPU0 and the client on GPU1).
-# ucp_put_bw/ucp_get on cuda memory are left out on UCX 1.13: its UCP crashes there (it sends GPU memory
-# through sysv am_bcopy), whatever the transport module.
+IPC_BW_CASES = [
+    ("tag_bw cuda 64KB GPU0->GPU1", "tag_bw", 64 * KB, "cuda", 2000, 200, IPC_TLS, None),
+    ("tag_bw cuda 1MB GPU0->GPU1", "tag_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
+    ("tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 200, 20, IPC_TLS, None),
+    ("tag_bw cuda 256MB GPU0->GPU1", "tag_bw", 256 * MB, "cuda", 40, 4, IPC_TLS, None),
+]
+
 CASE_SETS = {
     "copy": [
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
@@ -38,14 +43,29 @@ CASE_SETS = {
         ("tag_lat cuda 8B", "tag_lat", 8, "cuda", 10000, 1000, COPY_TLS, (0, 0)),
         ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 0)),
     ],
-    "ipc": [
+    "ipc": [("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None)] + IPC_BW_CASES,
+    # The matrix of issue #5.
+    "full": [
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
-        ("tag_bw cuda 64KB GPU0->GPU1", "tag_bw", 64 * KB, "cuda", 2000, 200, IPC_TLS, None),
-        ("tag_bw cuda 1MB GPU0->GPU1", "tag_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
-        ("tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 200, 20, IPC_TLS, None),
-        ("tag_bw cuda 256MB GPU0->GPU1", "tag_bw", 256 * MB, "cuda", 40, 4, IPC_TLS, None),
+        ("tag_lat cuda 64KB GPU0<->GPU1", "tag_lat", 64 * KB, "cuda", 2000, 200, IPC_TLS, None),
+        ("tag_lat cuda 1MB GPU0<->GPU1", "tag_lat", MB, "cuda", 500, 50, IPC_TLS, None),
+    ] + IPC_BW_CASES + [
+        ("ucp_put_bw cuda 1MB GPU0->GPU1", "ucp_put_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+        ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+        ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
+        ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 0)),
+        ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 0)),
     ],
 }
+
+
+def not_supported(test, ucx_version):
+    """Why a test cannot run on this UCX core, or None."""
+    if test in ("ucp_put_bw", "ucp_get") and re.search(r"\b1\.13\.", ucx_version):
+        return "UCP 1.13 sends GPU memory through sysv am_bcopy for RMA and crashes, whatever the module"
+    return None
 
 
 def is_latency(test):
@@ -109,6 +129,42 @@ def run_case(prefix, case, timeout, cpus, extra_env):
     return value, final[-1]
 
 
+def plot_bandwidth(cases, modules, results, skipped, path, env):
+    """PNG of tag_bw GPU-to-GPU bandwidth against size, median with min-max bars, one line per module."""
+    series = [c for c in cases if c[1] == "tag_bw" and c[3] == "cuda" and not skipped[c[0]]]
+    if len(series) < 2:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not available: no plot")
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for mname, _ in modules:
+        xs, ys, lo, hi = [], [], [], []
+        for case in series:
+            vals = results.get((case[0], mname))
+            if vals:
+                med = statistics.median(vals)
+                xs.append(case[2])
+                ys.append(med)
+                lo.append(med - min(vals))
+                hi.append(max(vals) - med)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=mname)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("bandwidth (GB/s)")
+    ax.set_title("ucx_perftest tag_bw -m cuda, GPU0->GPU1\n%s, %s" % (env["ucx"], env["gpu"].split(";")[0]))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def environment():
     def sh(cmd):
         try:
@@ -149,14 +205,17 @@ def main():
     ucx_version = subprocess.run([os.path.join(args.prefix, "bin", "ucx_info"), "-v"], stdout=subprocess.PIPE,
                                  text=True).stdout.splitlines()[0].replace("# ", "")
     env = environment()
-    env["ucx"] = ucx_version
+    env["ucx"] = ucx_version.replace("Version", "UCX").strip()
     cases = [case for name in args.cases.split(",") for case in CASE_SETS[name]]
 
     results = {}  # (case name, module name) -> [values]
     errors = []
     rows = []
+    skipped = {case[0]: not_supported(case[1], ucx_version) for case in cases}
     for rep in range(args.repeats):
         for case in cases:
+            if skipped[case[0]]:
+                continue
             order = modules if rep % 2 == 0 else list(reversed(modules))
             for mname, mpath in order:
                 install_module(mpath, moddir)
@@ -180,7 +239,7 @@ def main():
     ref = modules[0][0]
     lines = ["# ucx_perftest: %s" % ", ".join(m for m, _ in modules), "",
              "- date: %(date)s" % env, "- GPUs: %(gpu)s" % env, "- driver: %(driver)s, CUDA %(cuda)s" % env,
-             "- UCX core: %(ucx)s (same build for every module)" % env] + \
+             "- core: %(ucx)s (same build for every module)" % env] + \
             ["- %s: extra environment %s" % (m, " ".join("%s=%s" % kv for kv in e.items()))
              for m, e in module_env.items() if e] + [
              "- %d repeats per cell, interleaved; median (min-max); server/client on cores %s" %
@@ -190,6 +249,10 @@ def main():
              "|---|---|" + "---|" * len(modules) + "---|" * (len(modules) - 1)]
     for case in cases:
         unit = "us" if is_latency(case[1]) else "GB/s"
+        if skipped[case[0]]:
+            lines.append("| %s | %s | %s | n/a: %s |" % (case[0], unit, " | ".join("n/a" for _ in modules),
+                                                      skipped[case[0]]))
+            continue
         cells, medians = [], {}
         for mname, _ in modules:
             vals = results.get((case[0], mname), [])
@@ -206,6 +269,9 @@ def main():
                 ratios.append("n/a")
         lines.append("| %s | %s | %s | %s |" % (case[0], unit, " | ".join(cells), " | ".join(ratios)))
     lines += ["", "Latency: lower is better (ratio < 1 means ours is faster). Bandwidth: higher is better."]
+    plot = plot_bandwidth(cases, modules, results, skipped, os.path.join(args.out, "bandwidth.png"), env)
+    if plot:
+        lines += ["", "Bandwidth against message size (GPU0->GPU1, tag_bw): `%s`" % os.path.basename(plot)]
     if errors:
         lines += ["", "## Failed runs", ""] + ["```\n%s\n```" % e for e in errors]
     with open(os.path.join(args.out, "perftest.md"), "w") as f:

@@ -135,14 +135,19 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
     cux_flush_req_t *flush;
     cux_desc_t *desc;
 
+    int entered;
+
     if (sq->stream == NULL) {
         return;
     }
-    if (cux_ctx_enter(sq->ctx, &guard) != UCS_OK) {
-        return;
+
+    /* Waiting also covers a queued wake-up host function, which refers to the async engine. */
+    entered = (cux_ctx_enter(sq->ctx, &guard) == UCS_OK);
+    if (entered) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, sq->stream);
     }
-    /* Also waits for a queued wake-up host function, which refers to the async engine. */
-    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, sq->stream);
+
+    /* Descriptors go back even when the context is gone, so nothing of ours leaks. */
     while (!ucs_queue_is_empty(&sq->descs)) {
         desc  = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
         flush = desc->flush;
@@ -150,9 +155,12 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
             ucs_free(flush);
         }
     }
-    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamDestroy, sq->stream);
+
+    if (entered) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamDestroy, sq->stream);
+        cux_ctx_leave(&guard);
+    }
     sq->stream = NULL;
-    cux_ctx_leave(&guard);
 }
 
 ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp)

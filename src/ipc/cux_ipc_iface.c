@@ -24,7 +24,6 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
-    self->peer_pid = ((const cux_ipc_iface_addr_t*)params->iface_addr)->pid;
     return UCS_OK;
 }
 

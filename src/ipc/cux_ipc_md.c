@@ -73,6 +73,7 @@ static const cux_ipc_cache_ops_t cux_ipc_cache_ops = {
 
 cux_ipc_cache_t cux_ipc_cache;
 static pthread_once_t cux_ipc_cache_once = PTHREAD_ONCE_INIT;
+static unsigned cux_ipc_md_count; /* open memory domains; the last to close empties the cache */
 
 static void cux_ipc_cache_do_init(void)
 {
@@ -213,6 +214,13 @@ static ucs_status_t cux_ipc_rkey_release(uct_component_t *component, uct_rkey_t 
 
 static void cux_ipc_md_close(uct_md_h md)
 {
+    /* Interfaces close before their memory domain, so no mapping is in use by now. */
+    pthread_mutex_lock(&cux_ipc_cache.lock);
+    int last = (--cux_ipc_md_count == 0);
+    pthread_mutex_unlock(&cux_ipc_cache.lock);
+    if (last) {
+        cux_ipc_cache_purge(&cux_ipc_cache);
+    }
     ucs_free(md);
 }
 
@@ -252,6 +260,9 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
 
     /* Process-wide: the last memory domain opened sets the bounds. */
     pthread_once(&cux_ipc_cache_once, cux_ipc_cache_do_init);
+    pthread_mutex_lock(&cux_ipc_cache.lock);
+    ++cux_ipc_md_count;
+    pthread_mutex_unlock(&cux_ipc_cache.lock);
     cux_ipc_cache_configure(&cux_ipc_cache, config->cache_enable, config->cache_max_regions,
                             config->cache_max_size);
     *md_p = &md->super;
