@@ -6,7 +6,7 @@
  * MOCK_CUDA_MODE selects a failure to test the loader: "nodevice" (cuInit fails), "old" (driver version
  * 11.8), "nosym" (one entry point missing). Built with MOCK_PRE12 it lacks cuGetProcAddress_v2, like a
  * driver older than CUDA 12.
- * MOCK_CUDA_DEVICES sets the number of devices (default 2).
+ * MOCK_CUDA_DEVICES sets the number of devices (default 2); MOCK_CUDA_NO_PEER=1 denies peer access.
  *
  * Device memory lives in memfd files, so IPC works between processes: a handle names the exporter's pid,
  * file descriptor and inode, and the importer maps the same file through /proc/<pid>/fd.
@@ -180,7 +180,11 @@ static CUresult m_cuDeviceGetUuid(CUuuid *u, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { *can = 1; return CUDA_SUCCESS; }
+static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
+{
+    *can = (getenv("MOCK_CUDA_NO_PEER") == NULL) && (a != b);
+    return CUDA_SUCCESS;
+}
 
 static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {

@@ -416,6 +416,22 @@ TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rkey_unpack(m_component, zeros.data(), &bundle));
 }
 
+TEST_F(ipc_transport, gpus_without_peer_access_are_refused_clearly)
+{
+    if (!using_mock_driver() || (cux_device_count() < 2)) {
+        GTEST_SKIP() << "needs a GPU pair without peer access: emulated by the mock driver";
+    }
+    buffer local(buf_kind::cuda0, 4096);
+    remote_buf rb = remote_alloc(4096, 1, 1);
+    setenv("MOCK_CUDA_NO_PEER", "1", 1);
+    ucs_status_t status = zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey);
+    unsetenv("MOCK_CUDA_NO_PEER");
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, status);
+    /* with access, the same buffer works */
+    EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey));
+    remote_free(rb);
+}
+
 TEST_F(ipc_transport, host_memory_is_not_registered)
 {
     std::vector<char> host(4096);

@@ -31,12 +31,39 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
     {NULL}
 };
 
+/*
+ * Can the local device reach the device that owns the remote buffer? Devices are matched by UUID, so the two
+ * processes may number them differently. A device this process cannot see is left to the driver to judge.
+ */
+static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int device)
+{
+    int peer = cux_device_by_uuid(&key->dev_uuid);
+    int can_access;
+
+    if ((peer < 0) || (peer == device)) {
+        return UCS_OK;
+    }
+    if ((cux_drv.cuDeviceCanAccessPeer(&can_access, cux_device_get(device)->cu_dev,
+                                       cux_device_get(peer)->cu_dev) != CUDA_SUCCESS) || !can_access) {
+        ucs_error("cuda_ipc: GPU %d has no peer access to GPU %d, which holds pid %d's buffer at 0x%" PRIx64
+                  ": leave cuda_ipc out of UCX_TLS for such GPU pairs", device, peer, key->pid,
+                  (uint64_t)key->base);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}
+
 /* Mapping callbacks of the cache: open and close a remote allocation in a local device's context. */
 static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
 {
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
+
+    status = cux_ipc_check_peer_access(key, device);
+    if (status != UCS_OK) {
+        return status;
+    }
 
     status = cux_device_ctx_enter(device, &guard);
     if (status != UCS_OK) {
