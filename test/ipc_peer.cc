@@ -95,10 +95,77 @@ void ipc_peer::stop()
 
 using namespace cux_test;
 
+/* Allocate device memory of a kind on a device; size is rounded up for cuMemCreate. */
+static CUresult peer_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
+{
+    CUmemGenericAllocationHandle handle;
+    CUmemAllocationProp prop = {};
+    CUmemAccessDesc access   = {};
+    CUcontext ctx, prev;
+    size_t granularity;
+    CUresult res;
+
+    cux_device_ctx(device, &ctx);
+    cux_drv.cuCtxPushCurrent(ctx);
+    if (kind == alloc_legacy) {
+        res = cux_drv.cuMemAlloc(dptr, *size);
+    } else {
+        prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id          = device;
+        prop.requestedHandleTypes = (kind == alloc_vmm_fd) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
+                                                             CU_MEM_HANDLE_TYPE_NONE;
+        res = cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        if (res == CUDA_SUCCESS) {
+            *size = (*size + granularity - 1) / granularity * granularity;
+            res   = cux_drv.cuMemCreate(&handle, *size, &prop, 0);
+        }
+        if (res == CUDA_SUCCESS) {
+            res = cux_drv.cuMemAddressReserve(dptr, *size, 0, 0, 0);
+            if (res == CUDA_SUCCESS) {
+                res = cux_drv.cuMemMap(*dptr, *size, 0, handle, 0);
+            }
+            access.location = prop.location;
+            access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            if (res == CUDA_SUCCESS) {
+                res = cux_drv.cuMemSetAccess(*dptr, *size, &access, 1);
+            }
+            cux_drv.cuMemRelease(handle); /* the mapping keeps the allocation */
+        }
+    }
+    cux_drv.cuCtxPopCurrent(&prev);
+    return res;
+}
+
+static CUresult peer_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
+{
+    CUcontext ctx, prev;
+    CUresult res;
+
+    cux_device_ctx(device, &ctx);
+    cux_drv.cuCtxPushCurrent(ctx);
+    if (kind == alloc_legacy) {
+        res = cux_drv.cuMemFree(dptr);
+    } else {
+        res = cux_drv.cuMemUnmap(dptr, size);
+        if (res == CUDA_SUCCESS) {
+            res = cux_drv.cuMemAddressFree(dptr, size);
+        }
+    }
+    cux_drv.cuCtxPopCurrent(&prev);
+    return res;
+}
+
 /* Peer side: serve requests until told to exit or the connection closes. */
 int ipc_peer_main(int fd)
 {
-    std::map<uint64_t, std::pair<uct_mem_h, int>> buffers;
+    struct peer_buffer {
+        uct_mem_h memh;
+        int       device;
+        uint64_t  kind;
+        size_t    size;
+    };
+    std::map<uint64_t, peer_buffer> buffers;
     uct_component_h *components, component = nullptr;
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
@@ -154,25 +221,25 @@ int ipc_peer_main(int fd)
         try {
             switch (msg.op) {
             case peer_op::alloc: {
+                size_t size = msg.a;
                 CUdeviceptr dptr;
-                CUcontext ctx, prev;
                 uct_mem_h memh;
-                cux_device_ctx((int)msg.b, &ctx);
-                cux_drv.cuCtxPushCurrent(ctx);
-                CUresult res = cux_drv.cuMemAlloc(&dptr, msg.a);
-                cux_drv.cuCtxPopCurrent(&prev);
+                CUresult res = peer_alloc((int)msg.b, msg.d, &size, &dptr);
                 if (res != CUDA_SUCCESS) {
                     reply.status = UCS_ERR_NO_MEMORY;
                     break;
                 }
                 raw_copy((void*)dptr, pattern(msg.c, msg.a).data(), msg.a);
-                reply.status = uct_md_mem_reg(md, (void*)dptr, msg.a, UCT_MD_MEM_ACCESS_ALL, &memh);
+                reply.status = uct_md_mem_reg(md, (void*)dptr, msg.a,
+                                              UCT_MD_MEM_ACCESS_ALL | UCT_MD_MEM_FLAG_HIDE_ERRORS, &memh);
                 if (reply.status == UCS_OK) {
                     reply.status   = uct_md_mkey_pack(md, memh, reply.blob);
                     reply.blob_len = sizeof(reply.blob);
-                    reply.a        = dptr;
-                    buffers[dptr]  = {memh, (int)msg.b};
+                } else {
+                    memh = nullptr;
                 }
+                reply.a       = dptr;
+                buffers[dptr] = {memh, (int)msg.b, msg.d, size};
                 break;
             }
             case peer_op::free: {
@@ -181,12 +248,11 @@ int ipc_peer_main(int fd)
                     reply.status = UCS_ERR_NO_ELEM;
                     break;
                 }
-                CUcontext ctx, prev;
-                uct_md_mem_dereg(md, it->second.first);
-                cux_device_ctx(it->second.second, &ctx);
-                cux_drv.cuCtxPushCurrent(ctx);
-                reply.status = (cux_drv.cuMemFree(it->first) == CUDA_SUCCESS) ? UCS_OK : UCS_ERR_IO_ERROR;
-                cux_drv.cuCtxPopCurrent(&prev);
+                if (it->second.memh != nullptr) {
+                    uct_md_mem_dereg(md, it->second.memh);
+                }
+                reply.status = (peer_free(it->second.device, it->second.kind, it->first, it->second.size) ==
+                                CUDA_SUCCESS) ? UCS_OK : UCS_ERR_IO_ERROR;
                 buffers.erase(it);
                 break;
             }

@@ -12,10 +12,14 @@ namespace cux_test {
 
 enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit };
 
+/* How the peer allocates: cuMemAlloc, or cuMemCreate with or without a POSIX fd handle type. */
+enum alloc_kind : uint64_t { alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2 };
+
 struct peer_msg {
     peer_op  op;
     int32_t  status;     /* ucs_status_t of the request; for check, 1 on a data mismatch */
     uint64_t a, b, c;    /* alloc: size, device, seed -> address; fill/check: address, size, seed */
+    uint64_t d;          /* alloc: an alloc_kind */
     uint32_t blob_len;
     uint8_t  blob[512];  /* hello: device address, iface address; alloc: packed rkey */
 };

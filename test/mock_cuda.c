@@ -34,7 +34,20 @@ typedef struct {
     unsigned long long id;
     int                fd;        /* memfd of device memory, -1 otherwise */
     int                imported;  /* mapped from another process by cuIpcOpenMemHandle */
+    int                vmm;       /* a cuMemMap mapping: the handle below owns the memory */
+    unsigned long long handle;
 } mock_alloc_t;
+
+/* cuMemCreate / cuMemImportFromShareableHandle allocations: a memfd with a reference count. */
+typedef struct {
+    int    fd;
+    size_t size;
+    int    refs;
+    int    exportable;
+} mock_vmm_t;
+
+#define MOCK_MAX_VMM 1024
+static mock_vmm_t mock_vmm[MOCK_MAX_VMM];
 
 typedef struct {
     uint32_t magic;
@@ -96,7 +109,8 @@ static CUresult mock_track(uintptr_t start, size_t size, int device, int managed
     pthread_mutex_lock(&mock_lock);
     for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
         if (mock_allocs[i].size == 0) {
-            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++, fd, imported};
+            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++, fd, imported,
+                                            0, 0};
             pthread_mutex_unlock(&mock_lock);
             return CUDA_SUCCESS;
         }
@@ -425,6 +439,168 @@ static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsi
 
 static CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }
 
+static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h)
+{
+    unsigned i;
+    pthread_mutex_lock(&mock_lock);
+    for (i = 1; i < MOCK_MAX_VMM; ++i) {
+        if (mock_vmm[i].refs == 0) {
+            mock_vmm[i] = (mock_vmm_t){fd, size, 1, exportable};
+            *h = i;
+            pthread_mutex_unlock(&mock_lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h)
+{
+    return ((h > 0) && (h < MOCK_MAX_VMM) && mock_vmm[h].refs) ? &mock_vmm[h] : NULL;
+}
+
+static void mock_vmm_put(CUmemGenericAllocationHandle h)
+{
+    pthread_mutex_lock(&mock_lock);
+    if (--mock_vmm[h].refs == 0) {
+        close(mock_vmm[h].fd);
+    }
+    pthread_mutex_unlock(&mock_lock);
+}
+
+static CUresult m_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                              unsigned long long flags)
+{
+    int fd = memfd_create("mockcuda-vmm", MFD_CLOEXEC);
+    if ((fd < 0) || ftruncate(fd, size)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return mock_vmm_new(fd, size, !!(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), h);
+}
+
+static CUresult m_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    if (mock_vmm_get(h) == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    mock_vmm_put(h);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                                      unsigned long long flags)
+{
+    void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+    return munmap((void*)p, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                           unsigned long long flags)
+{
+    mock_vmm_t *v = mock_vmm_get(h);
+    mock_alloc_t *a;
+    CUresult r;
+
+    if ((v == NULL) || (mock_current == NULL) || (offset + size > v->size)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (mmap((void*)p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, v->fd, offset) == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r = mock_track(p, size, mock_current_device(), 0, 0, -1, 0);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        a = mock_find(p);
+        a->vmm    = 1;
+        a->handle = h;
+        v->refs++;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return r;
+}
+
+static CUresult m_cuMemUnmap(CUdeviceptr p, size_t size)
+{
+    unsigned long long h;
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || !a->vmm || (a->start != p)) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    h       = a->handle;
+    a->size = 0;
+    pthread_mutex_unlock(&mock_lock);
+    /* back to a reserved, inaccessible range */
+    mmap((void*)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    mock_vmm_put(h);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
+{
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find((uintptr_t)p);
+    if ((a == NULL) || !a->vmm) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *h = a->handle;
+    mock_vmm[a->handle].refs++;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                               CUmemAllocationHandleType type, unsigned long long flags)
+{
+    mock_vmm_t *v = mock_vmm_get(h);
+
+    if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    *(int*)out = fcntl(v->fd, F_DUPFD_CLOEXEC, 0);
+    return (*(int*)out < 0) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
+static CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                                 CUmemAllocationHandleType type)
+{
+    int fd = fcntl((int)(uintptr_t)os_handle, F_DUPFD_CLOEXEC, 0);
+    struct stat st;
+
+    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (fd < 0) || fstat(fd, &st)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return mock_vmm_new(fd, st.st_size, 1, h);
+}
+
+static CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                                CUmemAllocationGranularity_flags option)
+{
+    *g = 4096;
+    return CUDA_SUCCESS;
+}
+
 #define MOCK_SYM(_name) {#_name, (void*)m_##_name}
 
 static const struct {
@@ -441,7 +617,10 @@ static const struct {
     MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
     MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
-    MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle),
+    MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle), MOCK_SYM(cuMemCreate), MOCK_SYM(cuMemRelease),
+    MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
+    MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),
+    MOCK_SYM(cuMemMap), MOCK_SYM(cuMemUnmap), MOCK_SYM(cuMemSetAccess), MOCK_SYM(cuMemGetAllocationGranularity),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */

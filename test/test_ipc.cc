@@ -92,7 +92,7 @@ struct fake_driver {
         *mapped_p = (void*)(d->next += 0x100000);
         return UCS_OK;
     }
-    static void unmap(void *arg, int device, void *mapped)
+    static void unmap(void *arg, const cux_ipc_region_t *region)
     {
         ((fake_driver*)arg)->mapped--;
     }
@@ -293,11 +293,11 @@ protected:
         uct_rkey_bundle_t rkey;
     };
 
-    remote_buf remote_alloc(size_t size, int device, uint64_t seed)
+    remote_buf remote_alloc(size_t size, int device, uint64_t seed, uint64_t kind = alloc_legacy)
     {
         peer_msg req = {};
         remote_buf rb = {};
-        req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed;
+        req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed; req.d = kind;
         peer_msg reply = m_peer->call(req);
         EXPECT_EQ(UCS_OK, reply.status) << "peer could not allocate " << size << " bytes on device " << device;
         if (reply.status == UCS_OK) {
@@ -430,6 +430,36 @@ TEST_F(ipc_transport, gpus_without_peer_access_are_refused_clearly)
     /* with access, the same buffer works */
     EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey));
     remote_free(rb);
+}
+
+TEST_F(ipc_transport, vmm_memory_travels_as_a_file_descriptor)
+{
+    const size_t size = 3 << 20;
+    buffer local(buf_kind::cuda0, size);
+
+    for (int device = 0; device < std::min(cux_device_count(), 2); ++device) {
+        SCOPED_TRACE("peer GPU" + std::to_string(device));
+        remote_buf rb = remote_alloc(size, device, 7, alloc_vmm_fd);
+        ASSERT_NE(0u, rb.addr);
+        local.write(pattern(21, size));
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 21));
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 22));
+        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_TRUE(local.read() == pattern(22, size));
+        remote_free(rb);
+    }
+}
+
+TEST_F(ipc_transport, vmm_memory_without_a_shareable_handle_is_not_registered)
+{
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 2 << 20; req.b = 0; req.c = 1; req.d = alloc_vmm_private;
+    peer_msg reply = m_peer->call(req);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, reply.status) << "registration must fail cleanly, so UCP can fall back";
+    req = {};
+    req.op = peer_op::free; req.a = reply.a;
+    EXPECT_EQ(UCS_OK, m_peer->call(req).status);
 }
 
 TEST_F(ipc_transport, host_memory_is_not_registered)

@@ -54,7 +54,18 @@
     _f(cuPointerGetAttributes, 7000) \
     _f(cuIpcGetMemHandle, 4010) \
     _f(cuIpcOpenMemHandle, 11000) \
-    _f(cuIpcCloseMemHandle, 4010)
+    _f(cuIpcCloseMemHandle, 4010) \
+    _f(cuMemCreate, 10020) \
+    _f(cuMemRelease, 10020) \
+    _f(cuMemRetainAllocationHandle, 11000) \
+    _f(cuMemExportToShareableHandle, 10020) \
+    _f(cuMemImportFromShareableHandle, 10020) \
+    _f(cuMemAddressReserve, 10020) \
+    _f(cuMemAddressFree, 10020) \
+    _f(cuMemMap, 10020) \
+    _f(cuMemUnmap, 10020) \
+    _f(cuMemSetAccess, 10020) \
+    _f(cuMemGetAllocationGranularity, 10020)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 

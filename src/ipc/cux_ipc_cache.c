@@ -34,7 +34,7 @@ void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, 
 
 static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cache->ops->unmap(cache->arg, region->device, region->mapped);
+    cache->ops->unmap(cache->arg, region);
     ucs_free(region);
 }
 
@@ -151,10 +151,13 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 
     region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
     if (region == NULL) {
-        cache->ops->unmap(cache->arg, device, mapped);
+        cux_ipc_region_t tmp = {.device = device, .length = rkey->length, .kind = rkey->kind,
+                                .mapped = mapped};
+        cache->ops->unmap(cache->arg, &tmp);
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
     }
+    region->kind      = rkey->kind;
     region->pid       = rkey->pid;
     region->device    = device;
     region->base      = rkey->base;

@@ -27,6 +27,7 @@ typedef struct cux_ipc_region {
     uint64_t              base;
     uint64_t              length;
     uint64_t              buffer_id;
+    int                   kind;       /* CUX_IPC_KIND_* of the key it was mapped from */
     void                  *mapped;    /* local address of base */
     unsigned              refcount;   /* operations using the mapping */
     int                   detached;   /* no longer in the cache: unmapped at the last release */
@@ -34,7 +35,7 @@ typedef struct cux_ipc_region {
 
 typedef struct cux_ipc_cache_ops {
     ucs_status_t (*map)(void *arg, const cux_ipc_rkey_t *rkey, int device, void **mapped_p);
-    void         (*unmap)(void *arg, int device, void *mapped);
+    void         (*unmap)(void *arg, const cux_ipc_region_t *region);
 } cux_ipc_cache_ops_t;
 
 #define CUX_IPC_CACHE_BUCKETS 1024

@@ -8,7 +8,9 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/sys.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static ucs_config_field_t cux_ipc_md_config_table[] = {
@@ -53,6 +55,75 @@ static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int dev
     return UCS_OK;
 }
 
+/*
+ * Take the exporter's file descriptor with pidfd_getfd. Needs Linux 5.6 and the right to ptrace the exporter
+ * (same user; with Yama's ptrace_scope=1 only an ancestor): "where the OS allows".
+ */
+static int cux_ipc_take_fd(const cux_ipc_rkey_t *key)
+{
+    int pidfd, fd;
+
+    pidfd = syscall(SYS_pidfd_open, key->pid, 0);
+    if (pidfd < 0) {
+        ucs_error("cuda_ipc: pidfd_open(%d) failed: %m (has the process exited?)", key->pid);
+        return -1;
+    }
+    fd = syscall(SYS_pidfd_getfd, pidfd, key->export_fd, 0);
+    if (fd < 0) {
+        ucs_error("cuda_ipc: pidfd_getfd(pid %d, fd %d) failed: %m%s", key->pid, key->export_fd,
+                  (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");
+    }
+    close(pidfd);
+    return fd;
+}
+
+/* VMM memory: import the exporter's allocation handle and map it into a fresh range, readable and writable
+ * from the local device. */
+static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, int device, CUdeviceptr *dptr_p)
+{
+    CUmemAccessDesc access = {};
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+    int fd;
+
+    fd = cux_ipc_take_fd(key);
+    if (fd < 0) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = CUX_DRV_CALL_ERR(cuMemAddressReserve, &dptr, key->length, 0, 0, 0);
+    if (status != UCS_OK) {
+        goto out_release;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemMap, dptr, key->length, 0, handle, 0);
+    if (status != UCS_OK) {
+        goto err_free_range;
+    }
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id   = cux_device_get(device)->cu_dev;
+    access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    status = CUX_DRV_CALL_ERR(cuMemSetAccess, dptr, key->length, &access, 1);
+    if (status != UCS_OK) {
+        (void)CUX_DRV_CALL_ERR(cuMemUnmap, dptr, key->length);
+        goto err_free_range;
+    }
+    *dptr_p = dptr;
+    goto out_release; /* the mapping holds the allocation now */
+
+err_free_range:
+    (void)CUX_DRV_CALL_ERR(cuMemAddressFree, dptr, key->length);
+out_release:
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    return status;
+}
+
 /* Mapping callbacks of the cache: open and close a remote allocation in a local device's context. */
 static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
 {
@@ -69,7 +140,11 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     if (status != UCS_OK) {
         return status;
     }
-    status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (key->kind == CUX_IPC_KIND_VMM_FD) {
+        status = cux_ipc_map_vmm(key, device, &dptr);
+    } else {
+        status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
         ucs_error("cuda_ipc: cannot map %" PRIu64 " bytes at 0x%" PRIx64 " of pid %d on device %d (exited, "
@@ -83,14 +158,21 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     return UCS_OK;
 }
 
-static void cux_ipc_unmap(void *arg, int device, void *mapped)
+static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
 {
+    CUdeviceptr dptr = (uintptr_t)region->mapped;
     cux_ctx_guard_t guard;
 
-    if (cux_device_ctx_enter(device, &guard) == UCS_OK) {
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)mapped);
-        cux_ctx_leave(&guard);
+    if (cux_device_ctx_enter(region->device, &guard) != UCS_OK) {
+        return;
     }
+    if (region->kind == CUX_IPC_KIND_VMM_FD) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemUnmap, dptr, region->length);
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
+    } else {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
+    }
+    cux_ctx_leave(&guard);
 }
 
 static const cux_ipc_cache_ops_t cux_ipc_cache_ops = {
@@ -136,6 +218,29 @@ static ucs_status_t cux_ipc_md_query(uct_md_h md, cux_md_attr_t *attr)
     return UCS_OK;
 }
 
+/*
+ * Export a cuMemCreate allocation as a POSIX file descriptor, kept open in this process for importers to take
+ * with pidfd_getfd. Works only if the allocation was created with that handle type requested.
+ */
+static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
+{
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+    int fd;
+
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, address);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, &fd, handle,
+                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    if (status == UCS_OK) {
+        *fd_p = fd;
+    }
+    return status;
+}
+
 static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
                                          uct_mem_h *memh_p)
 {
@@ -144,6 +249,7 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     cux_ctx_guard_t guard;
     cux_ptr_info_t info;
     ucs_status_t status;
+    int export_fd = -1;
 
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
@@ -164,14 +270,21 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     if (status != UCS_OK) {
         goto err_free;
     }
+    memh->key.kind      = CUX_IPC_KIND_LEGACY;
+    memh->key.export_fd = -1;
     status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
                           (CUdeviceptr)(uintptr_t)info.base);
+    if (status != UCS_OK) {
+        /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
+        status = cux_ipc_export_vmm(info.base, &export_fd);
+        memh->key.kind      = CUX_IPC_KIND_VMM_FD;
+        memh->key.export_fd = export_fd;
+    }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
-        /* Virtual-memory (cuMemCreate) and stream-ordered pool allocations have no legacy IPC handle. */
-        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu cannot be exported with a legacy IPC "
-                                 "handle (%s): not registered", info.base, info.length,
-                                 ucs_status_string(status));
+        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an "
+                                 "exportable file descriptor (%s): not registered, another path must carry it",
+                                 info.base, info.length, ucs_status_string(status));
         status = UCS_ERR_UNSUPPORTED;
         goto err_free;
     }
@@ -196,8 +309,14 @@ CUX_MEM_REG_FUNC(cux_ipc_mem_reg, cux_ipc_mem_reg_impl)
 
 static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
 {
+    cux_ipc_memh_t *memh;
+
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
-    ucs_free(params->memh);
+    memh = params->memh;
+    if (memh->key.export_fd >= 0) {
+        close(memh->key.export_fd); /* importers hold their own duplicate */
+    }
+    ucs_free(memh);
     return UCS_OK;
 }
 

@@ -24,8 +24,6 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey)
 {
     rkey->magic    = CUX_IPC_RKEY_MAGIC;
     rkey->version  = CUX_IPC_RKEY_VERSION;
-    rkey->reserved = 0;
-    rkey->pad      = 0;
     rkey->checksum = cux_ipc_rkey_checksum(rkey);
 }
 
@@ -43,6 +41,10 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     }
     if (rkey->checksum != cux_ipc_rkey_checksum(rkey)) {
         ucs_error("cuda_ipc: remote key is corrupt or truncated (checksum mismatch)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD)) {
+        ucs_error("cuda_ipc: remote key of unknown kind %u", rkey->kind);
         return UCS_ERR_INVALID_PARAM;
     }
     if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {

@@ -12,15 +12,21 @@
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
 #define CUX_IPC_RKEY_VERSION 1
 
+/* How the allocation is shared. */
+enum {
+    CUX_IPC_KIND_LEGACY = 0,   /* cuIpcGetMemHandle: cuMemAlloc memory */
+    CUX_IPC_KIND_VMM_FD = 1    /* cuMemCreate memory exported as a POSIX fd, taken with pidfd_getfd */
+};
+
 typedef struct cux_ipc_rkey {
     uint32_t       magic;
     uint16_t       version;
-    uint16_t       reserved;
+    uint16_t       kind;        /* CUX_IPC_KIND_* */
     uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
     int32_t        pid;         /* exporting process */
-    uint32_t       pad;
+    int32_t        export_fd;   /* VMM_FD: the descriptor number in the exporting process */
     CUuuid         dev_uuid;    /* device that owns the allocation */
-    CUipcMemHandle handle;
+    CUipcMemHandle handle;      /* LEGACY */
     uint64_t       base;        /* allocation start in the exporter's address space */
     uint64_t       length;      /* allocation length */
     uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */
