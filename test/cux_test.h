@@ -34,7 +34,7 @@ struct command_result {
 
 command_result run_command(const std::string &cmd);
 
-/* Which driver this run uses: "mock" when UCX_CUDA_DRIVER_PATH names the test mock. */
+/* Which driver this run uses: "mock" when CUX_DRIVER_PATH names the test mock. */
 bool using_mock_driver();
 
 /* Path of a file in the build or source tree. */

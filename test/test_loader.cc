@@ -18,7 +18,7 @@ static std::string mock_lib(const char *name = "libmockcuda.so")
 
 TEST(driver_loader, missing_library_means_no_device)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=/nonexistent/libcuda.so.1");
+    command_result r = probe("CUX_DRIVER_PATH=/nonexistent/libcuda.so.1");
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("status=No such device")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("devices=0")) << r.output;
@@ -27,27 +27,27 @@ TEST(driver_loader, missing_library_means_no_device)
 
 TEST(driver_loader, mock_driver_is_loaded_through_get_proc_address)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_DEVICES=3");
+    command_result r = probe("CUX_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_DEVICES=3");
     EXPECT_NE(std::string::npos, r.output.find("status=Success devices=3 version=13000")) << r.output;
 }
 
 TEST(driver_loader, no_device)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=nodevice");
+    command_result r = probe("CUX_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=nodevice");
     EXPECT_NE(std::string::npos, r.output.find("status=No such device devices=0")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("no CUDA-capable device")) << r.output;
 }
 
 TEST(driver_loader, driver_older_than_cuda12_is_refused)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=" + mock_lib("libmockcuda_pre12.so"));
+    command_result r = probe("CUX_DRIVER_PATH=" + mock_lib("libmockcuda_pre12.so"));
     EXPECT_NE(std::string::npos, r.output.find("devices=0")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("driver older than CUDA 12 is not supported")) << r.output;
 }
 
 TEST(driver_loader, old_driver_version_is_refused)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=old");
+    command_result r = probe("CUX_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=old");
     EXPECT_NE(std::string::npos, r.output.find("devices=0")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("driver API version 11080 is older than the required 12000"))
             << r.output;
@@ -55,7 +55,7 @@ TEST(driver_loader, old_driver_version_is_refused)
 
 TEST(driver_loader, missing_entry_point_is_refused)
 {
-    command_result r = probe("UCX_CUDA_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=nosym");
+    command_result r = probe("CUX_DRIVER_PATH=" + mock_lib() + " MOCK_CUDA_MODE=nosym");
     EXPECT_NE(std::string::npos, r.output.find("devices=0")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("driver has no cuPointerGetAttributes")) << r.output;
 }

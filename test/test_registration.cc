@@ -95,7 +95,7 @@ TEST(registration, stock_ucx_info_shows_every_variable)
 
 TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
 {
-    command_result r = ucx_info("-d", "UCX_CUDA_DRIVER_PATH=/nonexistent/libcuda.so.1");
+    command_result r = ucx_info("-d", "CUX_DRIVER_PATH=/nonexistent/libcuda.so.1");
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("cuda_copy")) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
@@ -103,7 +103,7 @@ TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
 
 TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
 {
-    command_result r = ucx_info("-d", "UCX_CUDA_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so"));
+    command_result r = ucx_info("-d", "CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so"));
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Component: cuda_cpy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;

@@ -80,7 +80,7 @@ extern cux_driver_t cux_drv;
 #define CUX_DRIVER_MIN_VERSION 12000
 
 /* Environment variable naming the driver library to open (default libcuda.so.1). */
-#define CUX_DRIVER_PATH_ENV "UCX_CUDA_DRIVER_PATH"
+#define CUX_DRIVER_PATH_ENV "CUX_DRIVER_PATH"
 
 /**
  * Load the driver and initialise it, once per process (thread-safe). Never fatal: without a driver or a GPU

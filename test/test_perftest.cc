@@ -1,0 +1,83 @@
+/*
+ * A stock UCX without CUDA (issue #4): the distribution's own ucx_perftest moving GPU buffers through
+ * ucx-cuda-run, which preloads the module and the perftest CUDA allocator. Needs a device (the mock driver in
+ * CI); skipped where the UCX has a perftest CUDA allocator of its own.
+ */
+#include "cux_test.h"
+
+#include <unistd.h>
+
+using namespace cux_test;
+
+class stock_perftest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        CUX_SKIP_WITHOUT_GPU();
+        command_result b = run_command(std::string("UCX_MODULES=^cuda ") + CUX_TEST_UCX_INFO +
+                                       " -b | grep ucx_perftest_MODULES");
+        if (b.output.find("cuda") != std::string::npos) {
+            GTEST_SKIP() << "this UCX has its own perftest CUDA allocator: the launcher is for stock UCX";
+        }
+        m_env = "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
+                " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") + " UCX_WARN_UNUSED_ENV_VARS=n ";
+        m_run = build_path("ucx-cuda-run");
+    }
+
+    /* Two processes, server and client, through the launcher; returns the client's output. */
+    command_result perftest(const std::string &tls, const std::string &args)
+    {
+        std::string perftest = std::string(CUX_TEST_UCX_PREFIX) + "/bin/ucx_perftest";
+        std::string port     = std::to_string(20000 + (getpid() + m_runs++ * 7) % 20000);
+        std::string env      = m_env + "UCX_TLS=" + tls + " ";
+        return run_command("(" + env + "timeout 60 " + m_run + " " + perftest + " -p " + port +
+                           " >/dev/null 2>&1 &) ; sleep 0.5; " + env + "timeout 60 " + m_run + " " + perftest +
+                           " localhost -p " + port + " " + args);
+    }
+
+    std::string m_env, m_run;
+    int         m_runs = 0;
+};
+
+TEST_F(stock_perftest, launcher_prints_the_environment_for_mpi_launchers)
+{
+    command_result r = run_command(m_env + m_run + " --env");
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("export LD_PRELOAD=" + build_path(".libs/libuct_cuda.so.0")));
+    EXPECT_NE(std::string::npos, r.output.find("export UCX_MEMTYPE_CACHE=n"));
+}
+
+TEST_F(stock_perftest, launcher_without_the_module_says_so)
+{
+    command_result r = run_command("CUX_MODULE=/nonexistent/libuct_cuda.so.0 " + m_run + " true");
+    EXPECT_EQ(1, r.status);
+    EXPECT_NE(std::string::npos, r.output.find("/nonexistent/libuct_cuda.so.0 not found")) << r.output;
+}
+
+TEST_F(stock_perftest, perftest_lists_cuda_memory)
+{
+    command_result r = run_command(m_env + m_run + " " + CUX_TEST_UCX_PREFIX + "/bin/ucx_perftest -h");
+    EXPECT_NE(std::string::npos, r.output.find("cuda - NVIDIA GPU memory")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("cuda-managed")) << r.output;
+}
+
+TEST_F(stock_perftest, tag_bw_gpu_to_gpu_over_cuda_ipc)
+{
+    command_result r = perftest("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+}
+
+TEST_F(stock_perftest, tag_bw_host_to_gpu_over_cuda_copy)
+{
+    command_result r = perftest("self,sm,cuda_copy", "-t tag_bw -m host,cuda -s 1048576 -n 20 -w 2");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+}
+
+TEST_F(stock_perftest, tag_lat_gpu_memory)
+{
+    command_result r = perftest("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+}
