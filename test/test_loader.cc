@@ -69,3 +69,16 @@ TEST(driver_loader, module_has_no_link_time_cuda_dependency)
     EXPECT_EQ(std::string::npos, r.output.find("libcudart")) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("libnvidia-ml")) << r.output;
 }
+
+/* A module built for one UCX must not touch another's structures: it refuses to register, and says why. */
+TEST(driver_loader, module_refuses_a_ucx_of_another_version)
+{
+    command_result same = run_command("UCX_MODULES=^cuda " + build_path("test/version_probe"));
+    EXPECT_NE(std::string::npos, same.output.find("registered=2")) << same.output;
+
+    command_result other = run_command("UCX_MODULES=^cuda PROBE_UCX_VERSION=1.16 " +
+                                       build_path("test/version_probe"));
+    EXPECT_NE(std::string::npos, other.output.find("registered=0")) << other.output;
+    EXPECT_NE(std::string::npos, other.output.find("built for UCX 1.13 but this process runs UCX 1.16.0"))
+            << other.output;
+}

@@ -109,5 +109,15 @@ static ucs_status_t cux_copy_query_devices(uct_md_h md, uct_tl_device_resource_t
                                       num_devices_p);
 }
 
-UCT_TL_DEFINE(&cux_copy_component, cuda_copy, cux_copy_query_devices, cux_copy_iface_t, CUX_COPY_CONFIG_PREFIX,
-              cux_copy_iface_config_table, cux_iface_config_t);
+/* Registered by the module constructor (cux_module.c), after its UCX version check. */
+uct_tl_t cux_copy_tl = {
+    .name          = "cuda_copy",
+    .query_devices = cux_copy_query_devices,
+    .iface_open    = UCS_CLASS_NEW_FUNC_NAME(cux_copy_iface_t),
+    .config        = {
+        .name      = "cuda_copy transport",
+        .prefix    = CUX_COPY_CONFIG_PREFIX,
+        .table     = cux_copy_iface_config_table,
+        .size      = sizeof(cux_iface_config_t),
+    },
+};

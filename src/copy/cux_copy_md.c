@@ -340,5 +340,3 @@ uct_component_t cux_copy_component = {
     .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function,
     CUX_COMPONENT_VERSION_FIELDS
 };
-
-UCT_COMPONENT_REGISTER(&cux_copy_component)

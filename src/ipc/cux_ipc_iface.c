@@ -211,5 +211,15 @@ static ucs_status_t cux_ipc_query_devices(uct_md_h md, uct_tl_device_resource_t 
                                       devices_p, num_devices_p);
 }
 
-UCT_TL_DEFINE(&cux_ipc_component, cuda_ipc, cux_ipc_query_devices, cux_ipc_iface_t, CUX_IPC_CONFIG_PREFIX,
-              cux_ipc_iface_config_table, cux_iface_config_t);
+/* Registered by the module constructor (cux_module.c), after its UCX version check. */
+uct_tl_t cux_ipc_tl = {
+    .name          = "cuda_ipc",
+    .query_devices = cux_ipc_query_devices,
+    .iface_open    = UCS_CLASS_NEW_FUNC_NAME(cux_ipc_iface_t),
+    .config        = {
+        .name      = "cuda_ipc transport",
+        .prefix    = CUX_IPC_CONFIG_PREFIX,
+        .table     = cux_ipc_iface_config_table,
+        .size      = sizeof(cux_iface_config_t),
+    },
+};
