@@ -28,7 +28,8 @@ echo "installed $module"
 preload=""
 if ! UCX_MODULES=^cuda "$prefix/bin/ucx_info" -b | grep -q 'uct_MODULES.*:cuda'; then
     preload=$module
-    echo "this UCX does not load a cuda module by itself: use LD_PRELOAD=$module"
+    echo "this UCX does not load a cuda module by itself: run programs with $(sed -n 's/^bindir = //p' Makefile)/ucx-cuda-run"
+    echo "(or set LD_PRELOAD=$module and UCX_MEMTYPE_CACHE=n)"
 fi
 
 echo "--- ucx_info -d (CUDA transports)"
