@@ -11,8 +11,9 @@
 #
 # Inputs in ./gpu-carry (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
 # googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
-# Writes to $OUT: summary.txt, gtest-gpu.log, gtest-mock.log, ucx_info.txt, perftest.md, perftest.csv,
-# build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz.
+# Writes to $OUT (the device tool brings back at most 8 files): summary.txt (with bench/cux_opcost's
+# per-operation costs), gtest-gpu.log, ucx_info.txt, perftest.md, perftest.csv, bandwidth.png,
+# build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz; gtest-mock.log if the mock suites run.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 carry="$top/gpu-carry"
@@ -80,6 +81,9 @@ cat "$work/logs/run-tests.log" >>"$summary"
 cp test/logs/system-driver.log "$out/gtest-gpu.log"
 cp test/logs/mock-driver.log "$out/gtest-mock.log" 2>/dev/null || true
 fi
+
+step "per-operation costs (bench/cux_opcost)"
+UCX_MODULES=^cuda ./bench/cux_opcost >>"$summary" 2>&1 || step "cux_opcost failed"
 
 step "installing our module into $prefix/lib/ucx"
 make install >"$work/logs/plugin-install.log" 2>&1 || fail "plugin install"

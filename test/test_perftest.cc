@@ -81,3 +81,15 @@ TEST_F(stock_perftest, tag_lat_gpu_memory)
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
 }
+
+/* bench/cux_opcost measures per-operation costs on the GPU host (issue #5); here it only has to run. */
+TEST(opcost, measures_every_building_block)
+{
+    CUX_SKIP_WITHOUT_GPU();
+    command_result r = run_command("UCX_MODULES=^cuda " + build_path("bench/cux_opcost") + " 20");
+    ASSERT_EQ(0, r.status) << r.output;
+    for (const char *line : {"cux_ptr_query", "cuIpcGetMemHandle", "cuda_copy put_short 8 B",
+                             "cuda_ipc mem_reg + mem_dereg", "cuda_ipc zcopy 1 MB"}) {
+        EXPECT_NE(std::string::npos, r.output.find(line)) << line << " missing in:\n" << r.output;
+    }
+}

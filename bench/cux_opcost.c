@@ -1,0 +1,214 @@
+/*
+ * Per-operation costs of the plugin's building blocks, in one process, to find where the time of small and
+ * mid-size transfers goes (issue #5) before changing anything:
+ *
+ *   cux_opcost [ITERATIONS]        (default 20000; device 0, and device 1 when there is one)
+ *
+ * Prints one line per measurement: name, nanoseconds per operation (median of 5 rounds).
+ */
+#include "driver/cux_driver.h"
+#include "base/cux_device.h"
+#include "base/cux_ptr.h"
+
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(_cond, _what) \
+    do { \
+        if (!(_cond)) { \
+            fprintf(stderr, "cux_opcost: %s failed\n", _what); \
+            exit(1); \
+        } \
+    } while (0)
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over 5 rounds of the mean cost of one call of fn. */
+#define MEASURE(_name, _iters, _body) \
+    do { \
+        double rounds[5]; \
+        for (int r = 0; r < 5; ++r) { \
+            double t0 = now_ns(); \
+            for (unsigned i = 0; i < (_iters); ++i) { \
+                _body; \
+            } \
+            rounds[r] = (now_ns() - t0) / (_iters); \
+        } \
+        qsort(rounds, 5, sizeof(rounds[0]), cmp_double); \
+        printf("%-48s %10.1f ns\n", _name, rounds[2]); \
+        fflush(stdout); \
+    } while (0)
+
+typedef struct {
+    uct_component_h component;
+    uct_md_h        md;
+    uct_worker_h    worker;
+    uct_iface_h     iface;
+    uct_ep_h        ep;
+} transport_t;
+
+static void open_transport(const char *cmpt_name, const char *tl, ucs_async_context_t *async, transport_t *t)
+{
+    uct_component_h *components;
+    uct_md_config_t *md_config;
+    uct_iface_config_t *iface_config;
+    uct_iface_params_t params = {0};
+    uct_ep_params_t ep_params = {0};
+    uct_iface_attr_t attr;
+    char dev_addr[64], iface_addr[64];
+    unsigned num;
+
+    CHECK(uct_query_components(&components, &num) == UCS_OK, "uct_query_components");
+    t->component = NULL;
+    for (unsigned i = 0; i < num; ++i) {
+        uct_component_attr_t cattr = {.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME};
+        if ((uct_component_query(components[i], &cattr) == UCS_OK) && !strcmp(cattr.name, cmpt_name)) {
+            t->component = components[i];
+        }
+    }
+    uct_release_component_list(components);
+    CHECK(t->component != NULL, cmpt_name);
+    CHECK(uct_md_config_read(t->component, NULL, NULL, &md_config) == UCS_OK, "md config");
+    CHECK(uct_md_open(t->component, cmpt_name, md_config, &t->md) == UCS_OK, "md open");
+    uct_config_release(md_config);
+    CHECK(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &t->worker) == UCS_OK, "worker");
+    CHECK(uct_md_iface_config_read(t->md, tl, NULL, NULL, &iface_config) == UCS_OK, "iface config");
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = tl;
+    params.mode.device.dev_name = "cuda";
+    CHECK(uct_iface_open(t->md, t->worker, &params, iface_config, &t->iface) == UCS_OK, "iface open");
+    uct_config_release(iface_config);
+    uct_iface_progress_enable(t->iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    CHECK(uct_iface_query(t->iface, &attr) == UCS_OK, "iface query");
+    uct_iface_get_device_address(t->iface, (uct_device_addr_t*)dev_addr);
+    uct_iface_get_address(t->iface, (uct_iface_addr_t*)iface_addr);
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = t->iface;
+    ep_params.dev_addr   = (uct_device_addr_t*)dev_addr;
+    ep_params.iface_addr = (uct_iface_addr_t*)iface_addr;
+    CHECK(uct_ep_create(&ep_params, &t->ep) == UCS_OK, "ep create");
+}
+
+static void close_transport(transport_t *t)
+{
+    uct_ep_destroy(t->ep);
+    uct_iface_close(t->iface);
+    uct_worker_destroy(t->worker);
+    uct_md_close(t->md);
+}
+
+static void done_cb(uct_completion_t *self)
+{
+}
+
+/* Issue one zcopy and progress until it completes. */
+static void zcopy_roundtrip(transport_t *t, void *local, void *remote, size_t len, uct_rkey_t rkey)
+{
+    uct_completion_t comp = {.func = done_cb, .count = 1, .status = UCS_OK};
+    uct_iov_t iov         = {local, len, UCT_MEM_HANDLE_NULL, 0, 1};
+    ucs_status_t status   = uct_ep_put_zcopy(t->ep, &iov, 1, (uintptr_t)remote, rkey, &comp);
+
+    CHECK((status == UCS_OK) || (status == UCS_INPROGRESS), "put_zcopy");
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        uct_worker_progress(t->worker);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    unsigned iters = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
+    int peer_dev   = 0;
+    CUdeviceptr d0, d1, d0b;
+    ucs_async_context_t *async;
+    transport_t copy, ipc;
+    CUcontext ctx;
+    char host[65536];
+
+    CHECK(cux_devices_init() == UCS_OK, "cuda devices");
+    peer_dev = (cux_device_count() > 1) ? 1 : 0;
+    printf("# cux_opcost: %u iterations, %d device(s), driver %d\n", iters, cux_device_count(),
+           cux_driver_version());
+
+    CHECK(cux_device_ctx(peer_dev, &ctx) == UCS_OK, "ctx");
+    cux_drv.cuCtxSetCurrent(ctx);
+    CHECK(cux_drv.cuMemAlloc(&d1, 1 << 20) == CUDA_SUCCESS, "alloc peer");
+    CHECK(cux_device_ctx(0, &ctx) == UCS_OK, "ctx");
+    cux_drv.cuCtxSetCurrent(ctx);
+    CHECK(cux_drv.cuMemAlloc(&d0, 1 << 20) == CUDA_SUCCESS, "alloc");
+    CHECK(cux_drv.cuMemAlloc(&d0b, 1 << 20) == CUDA_SUCCESS, "alloc");
+
+    /* driver queries a registration or a copy may make */
+    {
+        cux_ptr_info_t info;
+        CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_BUFFER_ID;
+        unsigned long long id;
+        void *data = &id;
+        CUipcMemHandle handle;
+        CUcontext cur;
+
+        MEASURE("cux_ptr_query (6 attributes), device memory", iters, cux_ptr_query((void*)d0, &info));
+        MEASURE("cux_ptr_query (6 attributes), host memory", iters, cux_ptr_query(host, &info));
+        MEASURE("cuPointerGetAttributes (buffer id only)", iters,
+                cux_drv.cuPointerGetAttributes(1, &attr, &data, d0));
+        MEASURE("cuIpcGetMemHandle", iters / 10 + 1, cux_drv.cuIpcGetMemHandle(&handle, d0));
+        MEASURE("cuCtxGetCurrent", iters, cux_drv.cuCtxGetCurrent(&cur));
+    }
+
+    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "async");
+
+    /* cuda_copy: UCP 1.13 packs and unpacks GPU memory with these, one per fragment */
+    open_transport("cuda_cpy", "cuda_copy", async, &copy);
+    MEASURE("cuda_copy put_short 8 B host->GPU (synchronous)", iters,
+            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy get_short 8 B GPU->host (synchronous)", iters,
+            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy put_short 8 KB host->GPU (synchronous)", iters,
+            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy zcopy 64 KB GPU->GPU, issue to completion", iters,
+            zcopy_roundtrip(&copy, (void*)d0b, (void*)d0, 65536, 0));
+    close_transport(&copy);
+
+    /* cuda_ipc: what a rendezvous message costs on our side (the key of a buffer of this process) */
+    open_transport("cuda_ipc", "cuda_ipc", async, &ipc);
+    {
+        uct_md_attr_t md_attr;
+        uct_rkey_bundle_t bundle;
+        uct_mem_h memh;
+        char rkey_buf[256];
+
+        CHECK(uct_md_query(ipc.md, &md_attr) == UCS_OK, "md query");
+        MEASURE("cuda_ipc mem_reg + mem_dereg (per rendezvous)", iters / 10 + 1,
+                (uct_md_mem_reg(ipc.md, (void*)d1, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh),
+                 uct_md_mem_dereg(ipc.md, memh)));
+        CHECK(uct_md_mem_reg(ipc.md, (void*)d1, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK, "reg");
+        MEASURE("cuda_ipc mkey_pack", iters, uct_md_mkey_pack(ipc.md, memh, rkey_buf));
+        MEASURE("cuda_ipc rkey_unpack + rkey_release", iters,
+                (uct_rkey_unpack(ipc.component, rkey_buf, &bundle), uct_rkey_release(ipc.component, &bundle)));
+        CHECK(uct_rkey_unpack(ipc.component, rkey_buf, &bundle) == UCS_OK, "unpack");
+        MEASURE("cuda_ipc zcopy 64 KB GPU0->GPU1, issue to completion", iters,
+                zcopy_roundtrip(&ipc, (void*)d0, (void*)d1, 65536, bundle.rkey));
+        MEASURE("cuda_ipc zcopy 1 MB GPU0->GPU1, issue to completion", iters / 10 + 1,
+                zcopy_roundtrip(&ipc, (void*)d0, (void*)d1, 1 << 20, bundle.rkey));
+        uct_rkey_release(ipc.component, &bundle);
+        uct_md_mem_dereg(ipc.md, memh);
+    }
+    close_transport(&ipc);
+    ucs_async_context_destroy(async);
+    return 0;
+}
