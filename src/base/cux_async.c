@@ -163,13 +163,8 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
     sq->stream = NULL;
 }
 
-ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp)
-{
-    return cux_async_track_release(sq, comp, NULL, NULL);
-}
-
-ucs_status_t cux_async_track_release(cux_stream_queue_t *sq, uct_completion_t *comp,
-                                     cux_async_release_func_t release, void *release_arg)
+ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_async_release_func_t release,
+                             void *release_arg)
 {
     cux_desc_t *desc;
     ucs_status_t status;

@@ -70,20 +70,17 @@ static inline int cux_async_has_resources(const cux_async_t *async)
     return async->num_inflight < async->max_inflight;
 }
 
-/*
- * Track work just issued on sq->stream: records an event and queues a descriptor that calls comp (may be NULL)
- * when the event completes. Caller has sq->ctx current. Returns UCS_INPROGRESS, or an error when nothing
- * could be tracked (the stream is then synchronised, so the work is complete either way).
- */
-ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp);
-
 /* Called when a tracked operation is done (or dropped at close), before its completion. */
 typedef void (*cux_async_release_func_t)(void *arg);
 
-/* Like cux_async_track, and release(arg) runs when the work is done. Only on UCS_INPROGRESS does the engine
- * take over the release; on any other return the caller still owns it. */
-ucs_status_t cux_async_track_release(cux_stream_queue_t *sq, uct_completion_t *comp,
-                                     cux_async_release_func_t release, void *release_arg);
+/*
+ * Track work just issued on sq->stream: records an event and queues a descriptor that, when the event
+ * completes, calls release(release_arg) (may be NULL) and then comp (may be NULL). Caller has sq->ctx current.
+ * Returns UCS_INPROGRESS, or an error when nothing could be tracked (the stream is then synchronised, so the
+ * work is complete either way). Only on UCS_INPROGRESS does the engine take over the release.
+ */
+ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_async_release_func_t release,
+                             void *release_arg);
 
 unsigned cux_async_progress(cux_async_t *async);
 

@@ -48,7 +48,7 @@ static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device,
 
 /*
  * Issue one copy on a queue of a device, in that device's context. Synchronous when `synchronous`, else
- * tracked by the async engine with comp and release (see cux_async_track_release for who releases when).
+ * tracked by the async engine with comp and release (see cux_async_track for who releases when).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
                                                      const void *src, size_t length, int synchronous,
@@ -80,7 +80,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
     if (synchronous) {
         status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
     } else {
-        status = cux_async_track_release(sq, comp, release, release_arg);
+        status = cux_async_track(sq, comp, release, release_arg);
     }
 
 out:
