@@ -44,14 +44,15 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
                                                          uint64_t remote_addr, uct_rkey_t rkey,
                                                          uct_completion_t *comp, int put)
 {
-    cux_ipc_iface_t *iface    = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
-    const cux_ipc_rkey_t *key = (const cux_ipc_rkey_t*)rkey;
+    cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
+    const cux_ipc_rkey_t *key            = &ukey->key;
     const cux_ipc_memh_t *memh;
     cux_ipc_region_t *region = NULL;
     cux_ptr_info_t info;
     cux_dev_res_t *res;
     ucs_status_t status;
-    int device, peer;
+    int device;
     void *remote;
     size_t length;
 
@@ -98,8 +99,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     }
 
     /* One queue per peer device keeps copies to different GPUs apart. */
-    peer   = cux_device_by_uuid(&key->dev_uuid);
-    status = cux_dev_copy(res, (peer >= 0) ? peer : iface->super.num_devices, put ? remote : iov[0].buffer,
+    status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
+                          put ? remote : iov[0].buffer,
                           put ? iov[0].buffer : remote, length, 0, comp,
                           (region != NULL) ? cux_ipc_region_release : NULL, region);
     if ((status != UCS_INPROGRESS) && (region != NULL)) {

@@ -332,20 +332,21 @@ CUX_MKEY_PACK_FUNC(cux_ipc_mkey_pack, cux_ipc_mkey_pack_impl)
 static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const void *rkey_buffer,
                                              uct_rkey_t *rkey_p, void **handle_p)
 {
-    cux_ipc_rkey_t *key;
+    cux_ipc_unpacked_rkey_t *ukey;
     ucs_status_t status;
 
-    key = ucs_malloc(sizeof(*key), "cux_ipc_rkey");
-    if (key == NULL) {
+    ukey = ucs_malloc(sizeof(*ukey), "cux_ipc_rkey");
+    if (ukey == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    memcpy(key, rkey_buffer, sizeof(*key));
-    status = cux_ipc_rkey_check(key, ucs_get_system_id());
+    memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
+    status = cux_ipc_rkey_check(&ukey->key, ucs_get_system_id());
     if (status != UCS_OK) {
-        ucs_free(key);
+        ucs_free(ukey);
         return status;
     }
-    *rkey_p   = (uintptr_t)key;
+    ukey->peer_device = cux_device_by_uuid(&ukey->key.dev_uuid);
+    *rkey_p   = (uintptr_t)ukey;
     *handle_p = NULL;
     return UCS_OK;
 }

@@ -37,6 +37,13 @@ typedef struct cux_ipc_memh {
     int            device;
 } cux_ipc_memh_t;
 
+/* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
+ * unpack, rather than on every operation. */
+typedef struct cux_ipc_unpacked_rkey {
+    cux_ipc_rkey_t key;
+    int            peer_device;   /* local ordinal of the device owning the buffer, -1 if not visible here */
+} cux_ipc_unpacked_rkey_t;
+
 /* For tests: the cache's counters. */
 void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
                             unsigned long *misses, unsigned long *stale, unsigned long *evictions);
