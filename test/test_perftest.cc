@@ -35,6 +35,14 @@ protected:
                            " localhost -p " + port + " " + args);
     }
 
+    /* A two-process run that must finish and print its result line. */
+    void expect_completes(const std::string &tls, const std::string &args)
+    {
+        command_result r = perftest(tls, args);
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+    }
+
     std::string m_env, m_run;
     int         m_runs = 0;
 };
@@ -63,23 +71,17 @@ TEST_F(stock_perftest, perftest_lists_cuda_memory)
 
 TEST_F(stock_perftest, tag_bw_gpu_to_gpu_over_cuda_ipc)
 {
-    command_result r = perftest("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
-    EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+    expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
 
 TEST_F(stock_perftest, tag_bw_host_to_gpu_over_cuda_copy)
 {
-    command_result r = perftest("self,sm,cuda_copy", "-t tag_bw -m host,cuda -s 1048576 -n 20 -w 2");
-    EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+    expect_completes("self,sm,cuda_copy", "-t tag_bw -m host,cuda -s 1048576 -n 20 -w 2");
 }
 
 TEST_F(stock_perftest, tag_lat_gpu_memory)
 {
-    command_result r = perftest("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
-    EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
+    expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
 }
 
 /* bench/cux_opcost measures per-operation costs on the GPU host (issue #5); here it only has to run. */
