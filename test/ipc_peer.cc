@@ -31,7 +31,7 @@ bool peer_recv(int fd, peer_msg &msg)
     return true;
 }
 
-ipc_peer::ipc_peer() : m_fd(-1), m_pid(-1)
+ipc_peer::ipc_peer(const char *visible_devices) : m_fd(-1), m_pid(-1)
 {
     int sv[2];
 
@@ -41,6 +41,9 @@ ipc_peer::ipc_peer() : m_fd(-1), m_pid(-1)
     m_pid = fork();
     if (m_pid == 0) {
         close(sv[0]);
+        if (visible_devices != nullptr) {
+            setenv("CUDA_VISIBLE_DEVICES", visible_devices, 1);
+        }
         std::string fd = std::to_string(sv[1]);
         execl("/proc/self/exe", "cux_gtest", "--ipc-peer", fd.c_str(), (char*)nullptr);
         _exit(127);

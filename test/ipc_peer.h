@@ -30,7 +30,8 @@ bool peer_recv(int fd, peer_msg &msg);
 /* Parent side: a running peer process. */
 class ipc_peer {
 public:
-    ipc_peer();
+    /* visible_devices: CUDA_VISIBLE_DEVICES for the peer, or null to inherit ours. */
+    explicit ipc_peer(const char *visible_devices = nullptr);
     ~ipc_peer();
 
     bool     alive() const { return m_pid > 0; }

@@ -7,6 +7,8 @@
  * 11.8), "nosym" (one entry point missing). Built with MOCK_PRE12 it lacks cuGetProcAddress_v2, like a
  * driver older than CUDA 12.
  * MOCK_CUDA_DEVICES sets the number of devices (default 2); MOCK_CUDA_NO_PEER=1 denies peer access.
+ * CUDA_VISIBLE_DEVICES selects and orders them like the driver does (indices only): a device's UUID and peer
+ * access follow its physical index, so two processes can see the same device under different ordinals.
  *
  * Device memory lives in memfd files, so IPC works between processes: a handle names the exporter's pid,
  * file descriptor and inode, and the importer maps the same file through /proc/<pid>/fd.
@@ -82,6 +84,37 @@ static int mock_num_devices(void)
 {
     const char *n = getenv("MOCK_CUDA_DEVICES");
     return n ? atoi(n) : 2;
+}
+
+/* Physical indices of the visible devices, in ordinal order; returns how many. */
+static int mock_visible(int *phys, int max)
+{
+    const char *list = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0, total = mock_num_devices();
+    char *end;
+    long v;
+
+    if (list == NULL) {
+        for (n = 0; (n < total) && (n < max); ++n) {
+            phys[n] = n;
+        }
+        return n;
+    }
+    while ((*list != '\0') && (n < max)) {
+        v = strtol(list, &end, 10);
+        if ((end == list) || (v < 0) || (v >= total)) {
+            break; /* like the driver: the list ends at the first invalid entry */
+        }
+        phys[n++] = (int)v;
+        list = (*end == ',') ? end + 1 : end;
+    }
+    return n;
+}
+
+static int mock_physical(CUdevice d)
+{
+    int phys[16];
+    return (d < mock_visible(phys, 16)) ? phys[d] : -1;
 }
 
 static int mock_event_delay(void)
@@ -162,11 +195,17 @@ static CUresult m_cuDriverGetVersion(int *v)
 
 static CUresult m_cuGetErrorName(CUresult e, const char **s) { *s = "MOCK_ERROR"; return CUDA_SUCCESS; }
 static CUresult m_cuGetErrorString(CUresult e, const char **s) { *s = "mock error"; return CUDA_SUCCESS; }
-static CUresult m_cuDeviceGetCount(int *n) { *n = mock_num_devices(); return CUDA_SUCCESS; }
+static CUresult m_cuDeviceGetCount(int *n)
+{
+    int phys[16];
+    *n = mock_visible(phys, 16);
+    return CUDA_SUCCESS;
+}
 
 static CUresult m_cuDeviceGet(CUdevice *d, int ordinal)
 {
-    if ((ordinal < 0) || (ordinal >= mock_num_devices())) {
+    int phys[16];
+    if ((ordinal < 0) || (ordinal >= mock_visible(phys, 16))) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     *d = ordinal;
@@ -190,13 +229,13 @@ static CUresult m_cuDeviceGetUuid(CUuuid *u, CUdevice d)
 {
     memset(u, 0, sizeof(*u));
     u->bytes[0] = 0x4d;
-    u->bytes[15] = (char)d;
+    u->bytes[15] = (char)mock_physical(d);
     return CUDA_SUCCESS;
 }
 
 static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
 {
-    *can = (getenv("MOCK_CUDA_NO_PEER") == NULL) && (a != b);
+    *can = (getenv("MOCK_CUDA_NO_PEER") == NULL) && (mock_physical(a) != mock_physical(b));
     return CUDA_SUCCESS;
 }
 

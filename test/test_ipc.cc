@@ -11,6 +11,7 @@
 extern "C" {
 #include "ipc/cux_ipc_rkey.h"
 #include "ipc/cux_ipc_cache.h"
+#include "ipc/cux_ipc_md.h"
 }
 
 using namespace cux_test;
@@ -261,10 +262,10 @@ protected:
         transport_test::TearDown();
     }
 
-    void start_peer()
+    void start_peer(const char *visible_devices = nullptr)
     {
         destroy_ep();
-        m_peer.reset(new ipc_peer());
+        m_peer.reset(new ipc_peer(visible_devices));
         peer_msg hello;
         ASSERT_TRUE(m_peer->alive());
         hello = m_peer->greeting();
@@ -430,6 +431,31 @@ TEST_F(ipc_transport, gpus_without_peer_access_are_refused_clearly)
     /* with access, the same buffer works */
     EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey));
     remote_free(rb);
+}
+
+/* The peer numbers the GPUs differently (CUDA_VISIBLE_DEVICES): its device 0 is our device 1, found by UUID. */
+TEST_F(ipc_transport, peer_with_other_visible_devices_is_matched_by_uuid)
+{
+    if ((cux_device_count() < 2) || (getenv("CUDA_VISIBLE_DEVICES") != nullptr)) {
+        GTEST_SKIP() << "needs two GPUs and CUDA_VISIBLE_DEVICES unset here";
+    }
+    const size_t size = 1 << 20;
+    buffer local(buf_kind::cuda0, size);
+
+    for (const char *visible : {"1,0", "1"}) {
+        SCOPED_TRACE(std::string("peer with CUDA_VISIBLE_DEVICES=") + visible);
+        start_peer(visible);
+        remote_buf rb = remote_alloc(size, 0, 31);
+        ASSERT_NE(0u, rb.addr);
+        EXPECT_EQ(1, ((cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->peer_device) << "peer's GPU0 is our GPU1";
+        local.write(pattern(32, size));
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 32));
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 33));
+        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_TRUE(local.read() == pattern(33, size));
+        remote_free(rb);
+    }
 }
 
 TEST_F(ipc_transport, vmm_memory_travels_as_a_file_descriptor)
