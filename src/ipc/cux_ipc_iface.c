@@ -144,11 +144,14 @@ static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
 }
 
 /* Same host. GPU-to-GPU access is checked when a buffer is mapped, where the devices are known. */
+/* Another process of this host. Never our own process: the driver refuses to import one's own memory, and
+ * UCP would otherwise put cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
 static int cux_ipc_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
                                       const uct_iface_addr_t *iface_addr)
 {
-    return (dev_addr != NULL) &&
-           (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id);
+    return (dev_addr != NULL) && (iface_addr != NULL) &&
+           (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id) &&
+           (((const cux_ipc_iface_addr_t*)iface_addr)->pid != getpid());
 }
 
 static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
