@@ -7,6 +7,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/memory/memtype_cache.h>
 #include <string.h>
 
 static ucs_config_field_t cux_copy_md_config_table[] = {
@@ -135,6 +136,19 @@ static ucs_status_t cux_copy_mem_dereg(uct_md_h md, const uct_md_mem_dereg_param
     return UCS_OK;
 }
 
+/* Our driver calls bypass any allocation hooks (UCX's libucm_cuda, or libcux_memtype), so UCP's memory-type
+ * cache hears of the buffers we allocate from us. The cache is created at its first lookup, which may come
+ * later: a lookup creates it now (or finds it turned off). */
+static void cux_copy_md_cache_alloc(const cux_copy_memh_t *memh)
+{
+    ucs_memory_info_t info;
+
+    if ((ucs_memtype_cache_global_instance != NULL) ||
+        (ucs_memtype_cache_lookup(memh->address, 1, &info) != UCS_ERR_UNSUPPORTED)) {
+        ucs_memtype_cache_update(memh->address, memh->length, memh->mem_type, UCS_SYS_DEVICE_ID_UNKNOWN);
+    }
+}
+
 static ucs_status_t cux_copy_mem_alloc(uct_md_h md, size_t *length_p, void **address_p,
                                        ucs_memory_type_t mem_type, unsigned flags, const char *alloc_name,
                                        uct_mem_h *memh_p)
@@ -179,6 +193,7 @@ static ucs_status_t cux_copy_mem_alloc(uct_md_h md, size_t *length_p, void **add
     memh->flags    = CUX_COPY_MEMH_ALLOCATED;
     *address_p     = memh->address;
     *memh_p        = memh;
+    cux_copy_md_cache_alloc(memh);
     ucs_debug("cuda_copy: allocated %zu bytes of %s memory at %p for %s", *length_p,
               ucs_memory_type_names[mem_type], memh->address, alloc_name);
     return UCS_OK;
@@ -202,6 +217,9 @@ static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
     status = cux_device_ctx_enter(memh->device, &guard);
     if (status != UCS_OK) {
         return status;
+    }
+    if (ucs_memtype_cache_global_instance != NULL) { /* UCX 1.13's remove does not check */
+        ucs_memtype_cache_remove(memh->address, memh->length);
     }
     status = CUX_DRV_CALL_ERR(cuMemFree, (CUdeviceptr)(uintptr_t)memh->address);
     cux_ctx_leave(&guard);

@@ -1,0 +1,240 @@
+/*
+ * libcux_memtype.so: GPU allocations reported to UCX's memory-type cache, for a UCX built without CUDA.
+ *
+ * Such a UCX has no libucm_cuda, so UCP's memory-type cache never hears of GPU buffers and takes them for
+ * host memory. Preloaded (ucx-cuda-run with CUX_MEMTYPE=hooks), this library interposes the allocation calls
+ * of the CUDA driver and runtime and reports every buffer through UCM's event interface, as UCX's own hooks
+ * would. The alternative (CUX_MEMTYPE=query, the default) turns the cache off so that UCP asks our memory
+ * domain about every buffer.
+ *
+ * What it sees: calls that go through the dynamic linker (programs linked with libcuda or the shared
+ * libcudart, or that resolve the symbols globally). What it cannot see: the static libcudart (which reaches
+ * the driver through cuGetProcAddress) and libraries that dlsym the driver through their own handle.
+ *
+ * Buffers that UCP allocates through our memory domain reach the cache from the domain itself.
+ * Allocations made before UCX starts are kept in a table and replayed to the cache when UCX subscribes
+ * (UCM_EVENT_FLAG_EXISTING_ALLOC), by interposing ucm_set_event_handler too.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <ucm/api/ucm.h>
+
+/* Exported by libucm.so.0, declared only in UCX's internal headers. */
+typedef void (*cux_ucm_dispatch_fn_t)(ucm_event_type_t event_type, ucm_event_t *event);
+typedef ucs_status_t (*cux_ucm_set_handler_fn_t)(int events, int priority, ucm_event_callback_t cb, void *arg);
+
+/* The CUDA runtime's error type is an enum; its ABI is an int. Declared here so no runtime header is needed. */
+typedef int cux_cudart_status_t;
+#define CUX_CUDART_SUCCESS           0
+#define CUX_CUDART_ERROR_NOT_SUPPORTED 801
+
+/* ------------------------------------------------------------------ table of live allocations */
+
+typedef struct cux_mt_entry {
+    struct cux_mt_entry *next;
+    uintptr_t            address;
+    size_t               size;
+    ucs_memory_type_t    mem_type;
+} cux_mt_entry_t;
+
+#define CUX_MT_BUCKETS 4096
+
+static cux_mt_entry_t *cux_mt_table[CUX_MT_BUCKETS];
+static pthread_mutex_t cux_mt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned cux_mt_bucket(uintptr_t address)
+{
+    return (unsigned)((address >> 12) * 0x9e3779b97f4a7c15ull >> 52) % CUX_MT_BUCKETS;
+}
+
+static void cux_mt_dispatch(ucm_event_type_t type, uintptr_t address, size_t size, ucs_memory_type_t mem_type)
+{
+    static cux_ucm_dispatch_fn_t dispatch;
+    ucm_event_t event;
+
+    if (dispatch == NULL) {
+        /* Only once libucm is there (it may be dlopened late, by an MPI library): earlier allocations reach
+         * the cache through the replay below. */
+        dispatch = (cux_ucm_dispatch_fn_t)dlsym(RTLD_DEFAULT, "ucm_event_dispatch");
+        if (dispatch == NULL) {
+            return;
+        }
+    }
+    event.mem_type.address  = (void*)address;
+    event.mem_type.size     = size;
+    event.mem_type.mem_type = mem_type;
+    dispatch(type, &event);
+}
+
+static void cux_memtype_alloc(uintptr_t address, size_t size, ucs_memory_type_t mem_type)
+{
+    cux_mt_entry_t *entry = malloc(sizeof(*entry));
+    unsigned b            = cux_mt_bucket(address);
+
+    if ((address == 0) || (size == 0)) {
+        free(entry);
+        return;
+    }
+    if (entry != NULL) {
+        entry->address  = address;
+        entry->size     = size;
+        entry->mem_type = mem_type;
+        pthread_mutex_lock(&cux_mt_lock);
+        entry->next      = cux_mt_table[b];
+        cux_mt_table[b]  = entry;
+        pthread_mutex_unlock(&cux_mt_lock);
+    }
+    cux_mt_dispatch(UCM_EVENT_MEM_TYPE_ALLOC, address, size, mem_type);
+}
+
+static void cux_memtype_free(uintptr_t address)
+{
+    cux_mt_entry_t **p, *found = NULL;
+
+    pthread_mutex_lock(&cux_mt_lock);
+    for (p = &cux_mt_table[cux_mt_bucket(address)]; *p != NULL; p = &(*p)->next) {
+        if ((*p)->address == address) {
+            found = *p;
+            *p    = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cux_mt_lock);
+    if (found != NULL) {
+        /* before the memory goes back: a new buffer at this address must not meet a stale entry */
+        cux_mt_dispatch(UCM_EVENT_MEM_TYPE_FREE, address, found->size, found->mem_type);
+        free(found);
+    }
+}
+
+ucs_status_t ucm_set_event_handler(int events, int priority, ucm_event_callback_t cb, void *arg)
+{
+    static cux_ucm_set_handler_fn_t next;
+    cux_mt_entry_t *entry;
+    ucm_event_t event;
+    ucs_status_t status;
+    unsigned b;
+
+    if (next == NULL) {
+        next = (cux_ucm_set_handler_fn_t)dlsym(RTLD_NEXT, "ucm_set_event_handler");
+        if (next == NULL) {
+            return UCS_ERR_UNSUPPORTED;
+        }
+    }
+    status = next(events, priority, cb, arg);
+    if ((status != UCS_OK) || !(events & UCM_EVENT_MEM_TYPE_ALLOC) ||
+        !(events & UCM_EVENT_FLAG_EXISTING_ALLOC)) {
+        return status;
+    }
+    pthread_mutex_lock(&cux_mt_lock);
+    for (b = 0; b < CUX_MT_BUCKETS; ++b) {
+        for (entry = cux_mt_table[b]; entry != NULL; entry = entry->next) {
+            event.mem_type.address  = (void*)entry->address;
+            event.mem_type.size     = entry->size;
+            event.mem_type.mem_type = entry->mem_type;
+            cb(UCM_EVENT_MEM_TYPE_ALLOC, &event, arg);
+        }
+    }
+    pthread_mutex_unlock(&cux_mt_lock);
+    return UCS_OK;
+}
+
+/* ------------------------------------------------------------------ interposed allocation calls */
+
+/* The next definition of a function (the driver's or the runtime's), found once. */
+#define CUX_MT_NEXT(_type, _name) \
+    static _type next_##_name; \
+    if (next_##_name == NULL) { \
+        next_##_name = (_type)dlsym(RTLD_NEXT, #_name); \
+    }
+
+/* Driver calls: CUresult, with the real symbol names the CUDA 12+ headers map the API names to. */
+#define CUX_MT_DRIVER_ALLOC(_name, _mem_type, _params, _args, _ptr, _size) \
+    typedef CUresult (*cux_mt_##_name##_fn_t) _params; \
+    CUresult _name _params \
+    { \
+        CUresult res; \
+        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
+        if (next_##_name == NULL) { \
+            return CUDA_ERROR_NOT_SUPPORTED; \
+        } \
+        res = next_##_name _args; \
+        if (res == CUDA_SUCCESS) { \
+            cux_memtype_alloc((uintptr_t)(_ptr), (_size), (_mem_type)); \
+        } \
+        return res; \
+    }
+
+#define CUX_MT_DRIVER_FREE(_name, _params, _args, _ptr) \
+    typedef CUresult (*cux_mt_##_name##_fn_t) _params; \
+    CUresult _name _params \
+    { \
+        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
+        if (next_##_name == NULL) { \
+            return CUDA_ERROR_NOT_SUPPORTED; \
+        } \
+        cux_memtype_free((uintptr_t)(_ptr)); \
+        return next_##_name _args; \
+    }
+
+/* Runtime calls: the same with the runtime's status codes. */
+#define CUX_MT_RUNTIME_ALLOC(_name, _mem_type, _params, _args, _ptr, _size) \
+    typedef cux_cudart_status_t (*cux_mt_##_name##_fn_t) _params; \
+    cux_cudart_status_t _name _params \
+    { \
+        cux_cudart_status_t res; \
+        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
+        if (next_##_name == NULL) { \
+            return CUX_CUDART_ERROR_NOT_SUPPORTED; \
+        } \
+        res = next_##_name _args; \
+        if (res == CUX_CUDART_SUCCESS) { \
+            cux_memtype_alloc((uintptr_t)(_ptr), (_size), (_mem_type)); \
+        } \
+        return res; \
+    }
+
+#define CUX_MT_RUNTIME_FREE(_name, _params, _args, _ptr) \
+    typedef cux_cudart_status_t (*cux_mt_##_name##_fn_t) _params; \
+    cux_cudart_status_t _name _params \
+    { \
+        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
+        if (next_##_name == NULL) { \
+            return CUX_CUDART_ERROR_NOT_SUPPORTED; \
+        } \
+        cux_memtype_free((uintptr_t)(_ptr)); \
+        return next_##_name _args; \
+    }
+
+CUX_MT_DRIVER_ALLOC(cuMemAlloc_v2, UCS_MEMORY_TYPE_CUDA, (CUdeviceptr *p, size_t n), (p, n), *p, n)
+CUX_MT_DRIVER_ALLOC(cuMemAllocPitch_v2, UCS_MEMORY_TYPE_CUDA,
+                    (CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem),
+                    (p, pitch, w, h, elem), *p, *pitch * h)
+CUX_MT_DRIVER_ALLOC(cuMemAllocManaged, UCS_MEMORY_TYPE_CUDA_MANAGED, (CUdeviceptr *p, size_t n, unsigned flags),
+                    (p, n, flags), *p, n)
+CUX_MT_DRIVER_ALLOC(cuMemAllocAsync, UCS_MEMORY_TYPE_CUDA, (CUdeviceptr *p, size_t n, CUstream s), (p, n, s),
+                    *p, n)
+CUX_MT_DRIVER_ALLOC(cuMemAllocFromPoolAsync, UCS_MEMORY_TYPE_CUDA,
+                    (CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s), (p, n, pool, s), *p, n)
+CUX_MT_DRIVER_ALLOC(cuMemMap, UCS_MEMORY_TYPE_CUDA,
+                    (CUdeviceptr p, size_t n, size_t offset, CUmemGenericAllocationHandle h,
+                     unsigned long long flags), (p, n, offset, h, flags), p, n)
+CUX_MT_DRIVER_FREE(cuMemFree_v2, (CUdeviceptr p), (p), p)
+CUX_MT_DRIVER_FREE(cuMemFreeAsync, (CUdeviceptr p, CUstream s), (p, s), p)
+CUX_MT_DRIVER_FREE(cuMemUnmap, (CUdeviceptr p, size_t n), (p, n), p)
+
+CUX_MT_RUNTIME_ALLOC(cudaMalloc, UCS_MEMORY_TYPE_CUDA, (void **p, size_t n), (p, n), *p, n)
+CUX_MT_RUNTIME_ALLOC(cudaMallocManaged, UCS_MEMORY_TYPE_CUDA_MANAGED, (void **p, size_t n, unsigned flags),
+                     (p, n, flags), *p, n)
+CUX_MT_RUNTIME_ALLOC(cudaMallocPitch, UCS_MEMORY_TYPE_CUDA, (void **p, size_t *pitch, size_t w, size_t h),
+                     (p, pitch, w, h), *p, *pitch * h)
+CUX_MT_RUNTIME_ALLOC(cudaMallocAsync, UCS_MEMORY_TYPE_CUDA, (void **p, size_t n, void *stream),
+                     (p, n, stream), *p, n)
+CUX_MT_RUNTIME_ALLOC(cudaMallocFromPoolAsync, UCS_MEMORY_TYPE_CUDA,
+                     (void **p, size_t n, void *pool, void *stream), (p, n, pool, stream), *p, n)
+CUX_MT_RUNTIME_FREE(cudaFree, (void *p), (p), p)
+CUX_MT_RUNTIME_FREE(cudaFreeAsync, (void *p, void *stream), (p, stream), p)
