@@ -687,3 +687,18 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     return CUDA_ERROR_NOT_FOUND;
 }
 #endif
+
+/* The driver's exported names, for programs that call the driver directly (test/cux_ucp_check.c): through
+ * them, interposers such as libcux_memtype.so see the calls as they would with the real libcuda. */
+CUresult cuDeviceGetCount(int *n) { return m_cuDeviceGetCount(n); }
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return m_cuDevicePrimaryCtxRetain(c, d); }
+CUresult cuCtxSetCurrent(CUcontext c) { return m_cuCtxSetCurrent(c); }
+CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }
+CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return m_cuMemAllocManaged(p, n, f); }
+CUresult cuMemFree(CUdeviceptr p) { return m_cuMemFree(p); }
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    struct CUstream_st stream = {mock_current_device()};
+    return m_cuMemcpyAsync(dst, src, n, &stream);
+}

@@ -1,7 +1,8 @@
 /*
- * A stock UCX without CUDA (issue #4): the distribution's own ucx_perftest moving GPU buffers through
- * ucx-cuda-run, which preloads the module and the perftest CUDA allocator. Needs a device (the mock driver in
- * CI); skipped where the UCX has a perftest CUDA allocator of its own.
+ * A stock UCX without CUDA (issue #4): the distribution's own ucx_perftest, and our data-checking UCP program,
+ * moving GPU buffers through ucx-cuda-run, which preloads the module and the perftest CUDA allocator, with GPU
+ * memory detected either way (CUX_MEMTYPE=query or hooks). Needs a device (the mock driver in CI); skipped
+ * where the UCX has a perftest CUDA allocator of its own.
  */
 #include "cux_test.h"
 
@@ -20,7 +21,8 @@ protected:
             GTEST_SKIP() << "this UCX has its own perftest CUDA allocator: the launcher is for stock UCX";
         }
         m_env = "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
-                " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") + " UCX_WARN_UNUSED_ENV_VARS=n ";
+                " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
+                " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") + " UCX_WARN_UNUSED_ENV_VARS=n ";
         m_run = build_path("ucx-cuda-run");
     }
 
@@ -43,6 +45,13 @@ protected:
         EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
     }
 
+    /* test/cux_ucp_check through the launcher: every kind of GPU memory, sent and checked. */
+    command_result ucp_check(const std::string &env)
+    {
+        return run_command(m_env + env + " UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 600 " + m_run + " " +
+                           build_path("test/cux_ucp_check") + " 8 65539 1048576");
+    }
+
     std::string m_env, m_run;
     int         m_runs = 0;
 };
@@ -53,6 +62,21 @@ TEST_F(stock_perftest, launcher_prints_the_environment_for_mpi_launchers)
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("export LD_PRELOAD=" + build_path(".libs/libuct_cuda.so.0")));
     EXPECT_NE(std::string::npos, r.output.find("export UCX_MEMTYPE_CACHE=n"));
+}
+
+TEST_F(stock_perftest, launcher_in_hooks_mode_preloads_the_hooks_and_keeps_the_cache)
+{
+    command_result r = run_command(m_env + "CUX_MEMTYPE=hooks " + m_run + " --env");
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(":" + build_path(".libs/libcux_memtype.so"))) << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("UCX_MEMTYPE_CACHE")) << r.output;
+}
+
+TEST_F(stock_perftest, launcher_rejects_an_unknown_detection_mode)
+{
+    command_result r = run_command(m_env + "CUX_MEMTYPE=guess " + m_run + " true");
+    EXPECT_EQ(2, r.status);
+    EXPECT_NE(std::string::npos, r.output.find("CUX_MEMTYPE must be query or hooks")) << r.output;
 }
 
 TEST_F(stock_perftest, launcher_without_the_module_says_so)
@@ -82,6 +106,34 @@ TEST_F(stock_perftest, tag_bw_host_to_gpu_over_cuda_copy)
 TEST_F(stock_perftest, tag_lat_gpu_memory)
 {
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
+}
+
+TEST_F(stock_perftest, tag_bw_gpu_to_gpu_with_allocation_hooks)
+{
+    m_env += "CUX_MEMTYPE=hooks ";
+    expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
+}
+
+TEST_F(stock_perftest, ucp_data_check_with_memory_queries)
+{
+    command_result r = ucp_check("CUX_MEMTYPE=query");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+}
+
+TEST_F(stock_perftest, ucp_data_check_with_allocation_hooks)
+{
+    command_result r = ucp_check("CUX_MEMTYPE=hooks");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+}
+
+/* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
+TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
+{
+    command_result r = ucp_check("CUX_MEMTYPE=query UCX_MEMTYPE_CACHE=y");
+    EXPECT_NE(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("cache says host for cuMemAlloc memory")) << r.output;
 }
 
 /* bench/cux_opcost measures per-operation costs on the GPU host (issue #5); here it only has to run. */

@@ -1,0 +1,443 @@
+/*
+ * cux_ucp_check: data-checking UCP transfers between two processes, for every kind of GPU memory a program
+ * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
+ * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
+ *
+ *   cux_ucp_check [SIZE...]      (default sizes: 8, 65539, 1 MiB, 16 MiB)
+ *
+ * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
+ * when its memory kind is missing (no second GPU, no CUDA runtime, a driver without memory pools). Prints a
+ * line per case and "N passed, N failed, N skipped"; exits 1 on any failure.
+ *
+ * The driver is opened with RTLD_GLOBAL and called through the global symbol scope, as a program linked
+ * with libcuda would be (CUX_DRIVER_PATH picks another driver, such as the tests' mock).
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <ucp/api/ucp.h>
+#include <ucs/memory/memtype_cache.h>
+#include <unistd.h>
+
+#define CHECK_SKIP   77
+#define CHECK_GUARD  64      /* bytes past the message that must stay untouched */
+#define CHECK_POISON 0xa5
+
+typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME } check_kind_t;
+
+static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
+                                   "cudaMalloc"};
+
+typedef struct {
+    check_kind_t kind;
+    int          device;
+} check_mem_t;
+
+typedef struct {
+    const char *what;
+    check_mem_t send, recv;
+} check_case_t;
+
+static const check_case_t check_cases[] = {
+    {"GPU0 -> GPU1 (cuda_ipc)",           {KIND_CUDA, 0},    {KIND_CUDA, 1}},
+    {"GPU0 -> GPU0, two processes",       {KIND_CUDA, 0},    {KIND_CUDA, 0}},
+    {"host -> GPU0 (cuda_copy)",          {KIND_HOST, 0},    {KIND_CUDA, 0}},
+    {"GPU0 -> host (cuda_copy)",          {KIND_CUDA, 0},    {KIND_HOST, 0}},
+    {"managed GPU0 -> GPU1",              {KIND_MANAGED, 0}, {KIND_CUDA, 1}},
+    {"GPU0 -> managed GPU1",              {KIND_CUDA, 0},    {KIND_MANAGED, 1}},
+    {"pool GPU0 -> GPU1",                 {KIND_POOL, 0},    {KIND_CUDA, 1}},
+    {"GPU0 -> pool GPU1",                 {KIND_CUDA, 0},    {KIND_POOL, 1}},
+    {"runtime GPU0 -> runtime GPU1",      {KIND_RUNTIME, 0}, {KIND_RUNTIME, 1}},
+};
+
+static size_t check_sizes[16] = {8, 65539, 1 << 20, 16 << 20};
+static int    check_num_sizes = 4;
+
+/* ------------------------------------------------------------------ CUDA, through the global scope */
+
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*device_count)(int*);
+    CUresult (*ctx_retain)(CUcontext*, CUdevice);
+    CUresult (*ctx_set)(CUcontext);
+    CUresult (*alloc)(CUdeviceptr*, size_t);
+    CUresult (*alloc_managed)(CUdeviceptr*, size_t, unsigned);
+    CUresult (*free)(CUdeviceptr);
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*default_pool)(CUmemoryPool*, CUdevice);
+    CUresult (*alloc_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+    CUresult (*free_async)(CUdeviceptr, CUstream);
+    CUresult (*stream_sync)(CUstream);
+    int      (*rt_set_device)(int);
+    int      (*rt_malloc)(void**, size_t);
+    int      (*rt_free)(void*);
+} cu;
+
+#define CHECK_SYM(_field, _name) *(void**)&cu._field = dlsym(RTLD_DEFAULT, _name)
+
+static int cuda_open(int device)
+{
+    const char *path = getenv("CUX_DRIVER_PATH");
+    const char *runtimes[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    CUcontext ctx;
+    int count = 0;
+    unsigned i;
+
+    if (dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) == NULL) {
+        fprintf(stderr, "no CUDA driver: %s\n", dlerror());
+        return -1;
+    }
+    for (i = 0; i < 3 && !getenv("CUX_DRIVER_PATH"); ++i) { /* the runtime needs the real driver */
+        if (dlopen(runtimes[i], RTLD_NOW | RTLD_GLOBAL) != NULL) {
+            break;
+        }
+    }
+    CHECK_SYM(init, "cuInit");
+    CHECK_SYM(device_count, "cuDeviceGetCount");
+    CHECK_SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
+    CHECK_SYM(ctx_set, "cuCtxSetCurrent");
+    CHECK_SYM(alloc, "cuMemAlloc_v2");
+    CHECK_SYM(alloc_managed, "cuMemAllocManaged");
+    CHECK_SYM(free, "cuMemFree_v2");
+    CHECK_SYM(copy, "cuMemcpy");
+    CHECK_SYM(default_pool, "cuDeviceGetDefaultMemPool");
+    CHECK_SYM(alloc_pool, "cuMemAllocFromPoolAsync");
+    CHECK_SYM(free_async, "cuMemFreeAsync");
+    CHECK_SYM(stream_sync, "cuStreamSynchronize");
+    CHECK_SYM(rt_set_device, "cudaSetDevice");
+    CHECK_SYM(rt_malloc, "cudaMalloc");
+    CHECK_SYM(rt_free, "cudaFree");
+    if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
+        cu.init(0) || cu.device_count(&count)) {
+        fprintf(stderr, "the CUDA driver lacks an entry point or does not initialise\n");
+        return -1;
+    }
+    if (device >= count) {
+        return CHECK_SKIP;
+    }
+    if (cu.ctx_retain(&ctx, device) || cu.ctx_set(ctx)) {
+        fprintf(stderr, "no context on GPU%d\n", device);
+        return -1;
+    }
+    return 0;
+}
+
+/* Returns 0, CHECK_SKIP when this kind of memory is not available here, or -1. */
+static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
+{
+    CUdeviceptr dptr = 0;
+    CUmemoryPool pool;
+
+    switch (mem->kind) {
+    case KIND_HOST:
+        *ptr = malloc(size);
+        return (*ptr != NULL) ? 0 : -1;
+    case KIND_CUDA:
+        if (cu.alloc(&dptr, size)) {
+            return -1;
+        }
+        break;
+    case KIND_MANAGED:
+        if (!cu.alloc_managed) {
+            return CHECK_SKIP;
+        }
+        if (cu.alloc_managed(&dptr, size, CU_MEM_ATTACH_GLOBAL)) {
+            return -1;
+        }
+        break;
+    case KIND_POOL:
+        if (!cu.default_pool || !cu.alloc_pool || !cu.stream_sync || cu.default_pool(&pool, mem->device)) {
+            return CHECK_SKIP;
+        }
+        if (cu.alloc_pool(&dptr, size, pool, NULL) || cu.stream_sync(NULL)) {
+            return -1;
+        }
+        break;
+    case KIND_RUNTIME:
+        if (!cu.rt_set_device || !cu.rt_malloc) {
+            return CHECK_SKIP;
+        }
+        if (cu.rt_set_device(mem->device) || cu.rt_malloc(ptr, size)) {
+            return -1;
+        }
+        return 0;
+    }
+    *ptr = (void*)(uintptr_t)dptr;
+    return 0;
+}
+
+static void mem_free(const check_mem_t *mem, void *ptr)
+{
+    switch (mem->kind) {
+    case KIND_HOST:
+        free(ptr);
+        break;
+    case KIND_POOL:
+        cu.free_async((uintptr_t)ptr, NULL);
+        cu.stream_sync(NULL);
+        break;
+    case KIND_RUNTIME:
+        cu.rt_free(ptr);
+        break;
+    default:
+        cu.free((uintptr_t)ptr);
+    }
+}
+
+/* With UCP's memory-type cache on, the buffer (allocated before UCP started) must be in it with its type:
+ * that is what allocation hooks are for. With the cache off there is nothing to check. */
+static int mem_check_cache(const check_mem_t *mem, void *ptr, size_t size)
+{
+    ucs_memory_type_t expect = (mem->kind == KIND_HOST) ? UCS_MEMORY_TYPE_HOST :
+                               (mem->kind == KIND_MANAGED) ? UCS_MEMORY_TYPE_CUDA_MANAGED :
+                               UCS_MEMORY_TYPE_CUDA;
+    ucs_memory_info_t info;
+    ucs_status_t status;
+
+    status = ucs_memtype_cache_lookup(ptr, size, &info);
+    if (status == UCS_ERR_UNSUPPORTED) {
+        return 0; /* UCX_MEMTYPE_CACHE=n */
+    } else if (status == UCS_ERR_NO_ELEM) {
+        info.type = UCS_MEMORY_TYPE_HOST; /* what UCP assumes */
+    } else if (status != UCS_OK) {
+        info.type = UCS_MEMORY_TYPE_UNKNOWN;
+    }
+    if (info.type != expect) {
+        fprintf(stderr, "UCP's memory-type cache says %s for %s memory\n", ucs_memory_type_names[info.type],
+                kind_names[mem->kind]);
+        return -1;
+    }
+    return 0;
+}
+
+static int mem_copy(const check_mem_t *mem, void *dst, const void *src, size_t size)
+{
+    if (mem->kind == KIND_HOST) {
+        memcpy(dst, src, size);
+        return 0;
+    }
+    return cu.copy((uintptr_t)dst, (uintptr_t)src, size) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ one side of a case */
+
+static uint8_t pattern_byte(size_t i, size_t size)
+{
+    return (uint8_t)((i * 131 + size) ^ (i >> 9));
+}
+
+static int sock_xfer(int fd, void *buf, size_t len, int out)
+{
+    size_t done = 0;
+    ssize_t n;
+
+    while (done < len) {
+        n = out ? send(fd, (char*)buf + done, len - done, MSG_NOSIGNAL) : recv(fd, (char*)buf + done, len - done, 0);
+        if (n <= 0) {
+            return -1;
+        }
+        done += n;
+    }
+    return 0;
+}
+
+/* The peer's end of the socket closed (it exited or crashed): nothing it owed will come. */
+static int peer_gone(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char c;
+
+    return (poll(&pfd, 1, 0) > 0) && (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+}
+
+static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
+{
+    ucs_status_t status;
+    unsigned long n = 0;
+
+    if (UCS_PTR_IS_ERR(req)) {
+        fprintf(stderr, "%s: %s\n", what, ucs_status_string(UCS_PTR_STATUS(req)));
+        return -1;
+    }
+    if (req == NULL) {
+        return 0;
+    }
+    while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        ucp_worker_progress(worker);
+        if ((++n % 4096 == 0) && peer_gone(fd)) {
+            fprintf(stderr, "%s: the peer process is gone\n", what);
+            return -1; /* the request stays with UCP, which this process leaves at once */
+        }
+    }
+    ucp_request_free(req);
+    if (status != UCS_OK) {
+        fprintf(stderr, "%s: %s\n", what, ucs_status_string(status));
+        return -1;
+    }
+    return 0;
+}
+
+static int run_side(const check_case_t *c, int is_sender, int fd)
+{
+    const check_mem_t *mem = is_sender ? &c->send : &c->recv;
+    size_t max = 0, addr_len, peer_len, i;
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+    ucp_worker_params_t wparams = {.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_request_param_t rparam = {0};
+    ucp_ep_params_t eparams;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *addr;
+    uint8_t *host, *peer_addr;
+    void *buf;
+    ucp_ep_h ep;
+    char sync = 0;
+    int rc, s;
+
+    for (s = 0; s < check_num_sizes; ++s) {
+        max = (check_sizes[s] > max) ? check_sizes[s] : max;
+    }
+    rc = cuda_open(mem->device);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = mem_alloc(mem, max + CHECK_GUARD, &buf);
+    if (rc != 0) {
+        if (rc < 0) {
+            fprintf(stderr, "cannot allocate %zu bytes with %s on GPU%d\n", max, kind_names[mem->kind],
+                    mem->device);
+        }
+        return rc;
+    }
+    host = malloc(max + CHECK_GUARD);
+    if ((host == NULL) || (ucp_init(&params, NULL, &context) != UCS_OK) ||
+        (ucp_worker_create(context, &wparams, &worker) != UCS_OK) ||
+        (ucp_worker_get_address(worker, &addr, &addr_len) != UCS_OK)) {
+        fprintf(stderr, "UCP initialisation failed\n");
+        return -1;
+    }
+    if (mem_check_cache(mem, buf, max)) {
+        return -1;
+    }
+    if (sock_xfer(fd, &addr_len, sizeof(addr_len), 1) || sock_xfer(fd, addr, addr_len, 1) ||
+        sock_xfer(fd, &peer_len, sizeof(peer_len), 0) || ((peer_addr = malloc(peer_len)) == NULL) ||
+        sock_xfer(fd, peer_addr, peer_len, 0)) {
+        fprintf(stderr, "address exchange failed\n");
+        return -1;
+    }
+    eparams.field_mask     = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    eparams.address        = (ucp_address_t*)peer_addr;
+    if (ucp_ep_create(worker, &eparams, &ep) != UCS_OK) {
+        fprintf(stderr, "ucp_ep_create failed\n");
+        return -1;
+    }
+
+    rc = 0;
+    for (s = 0; (s < check_num_sizes) && (rc == 0); ++s) {
+        size_t size = check_sizes[s];
+        if (is_sender) {
+            for (i = 0; i < size; ++i) {
+                host[i] = pattern_byte(i, size);
+            }
+            rc = mem_copy(mem, buf, host, size) ||
+                 ucp_wait(worker, ucp_tag_send_nbx(ep, buf, size, size, &rparam), "tag send", fd);
+        } else {
+            memset(host, CHECK_POISON, max + CHECK_GUARD);
+            rc = mem_copy(mem, buf, host, max + CHECK_GUARD) ||
+                 ucp_wait(worker, ucp_tag_recv_nbx(worker, buf, size, size, (ucp_tag_t)-1, &rparam),
+                          "tag receive", fd) ||
+                 mem_copy(mem, host, buf, size + CHECK_GUARD);
+            for (i = 0; (rc == 0) && (i < size + CHECK_GUARD); ++i) {
+                uint8_t expect = (i < size) ? pattern_byte(i, size) : CHECK_POISON;
+                if (host[i] != expect) {
+                    fprintf(stderr, "%zu bytes: byte %zu is 0x%02x, expected 0x%02x%s\n", size, i, host[i],
+                            expect, (i < size) ? "" : " (written past the message)");
+                    rc = -1;
+                }
+            }
+        }
+        /* both sides finish a size before the next: a failure ends the case on both */
+        sync = (char)rc;
+        if (sock_xfer(fd, &sync, 1, 1) || sock_xfer(fd, &sync, 1, 0) || sync) {
+            rc = -1;
+        }
+    }
+
+    ucp_wait(worker, ucp_ep_close_nbx(ep, &rparam), "endpoint close", fd);
+    ucp_worker_release_address(worker, addr);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    mem_free(mem, buf);
+    free(host);
+    free(peer_addr);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the cases */
+
+static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        close(other_fd);
+        alarm(120); /* a hang fails the case */
+        int rc = run_side(c, is_sender, fd);
+        _exit((rc < 0) ? 1 : rc);
+    }
+    return pid;
+}
+
+int main(int argc, char **argv)
+{
+    int passed = 0, failed = 0, skipped = 0, i;
+
+    if (argc > 1) {
+        for (check_num_sizes = 0; (check_num_sizes + 1 < argc) && (check_num_sizes < 16); ++check_num_sizes) {
+            check_sizes[check_num_sizes] = strtoull(argv[check_num_sizes + 1], NULL, 0);
+        }
+    }
+    for (i = 0; i < (int)(sizeof(check_cases) / sizeof(check_cases[0])); ++i) {
+        const check_case_t *c = &check_cases[i];
+        int sv[2], st[2], code[2], j;
+        pid_t pid[2];
+
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+            perror("socketpair");
+            return 1;
+        }
+        fflush(stdout);
+        pid[0] = spawn(c, 0, sv[0], sv[1]);
+        pid[1] = spawn(c, 1, sv[1], sv[0]);
+        close(sv[0]);
+        close(sv[1]);
+        for (j = 0; j < 2; ++j) {
+            waitpid(pid[j], &st[j], 0);
+            code[j] = WIFEXITED(st[j]) ? WEXITSTATUS(st[j]) : 128 + WTERMSIG(st[j]);
+        }
+        if ((code[0] == CHECK_SKIP) || (code[1] == CHECK_SKIP)) {
+            printf("SKIP %-32s %s -> %s: not available here\n", c->what, kind_names[c->send.kind],
+                   kind_names[c->recv.kind]);
+            ++skipped;
+        } else if ((code[0] == 0) && (code[1] == 0)) {
+            printf("PASS %-32s %s -> %s\n", c->what, kind_names[c->send.kind], kind_names[c->recv.kind]);
+            ++passed;
+        } else {
+            printf("FAIL %-32s %s -> %s: receiver %s %d, sender %s %d\n", c->what, kind_names[c->send.kind],
+                   kind_names[c->recv.kind], (code[0] > 128) ? "signal" : "exit",
+                   (code[0] > 128) ? code[0] - 128 : code[0], (code[1] > 128) ? "signal" : "exit",
+                   (code[1] > 128) ? code[1] - 128 : code[1]);
+            ++failed;
+        }
+    }
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
