@@ -8,6 +8,9 @@ Bandwidth is decimal GB/s (ucx_perftest prints MiB/s); latency is microseconds (
 
   perftest_compare.py --prefix /opt/ucx-ref --module reference=/path/a.so --module ours=/path/b.so \
       --cases copy --repeats 3 --out DIR
+
+A module path of "-" installs nothing: the module comes from that entry's environment (LD_PRELOAD), which is
+how a stock UCX without CUDA is measured (contrib/gpu-host-stock-ucx.sh).
 """
 import argparse
 import csv
@@ -57,6 +60,14 @@ CASE_SETS = {
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
         ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 0)),
         ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 0)),
+    ],
+    # A stock UCX with the module preloaded: both transports, and what GPU-memory detection costs host buffers.
+    "stock": [
+        ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
+        ("tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 200, 20, IPC_TLS, None),
+        ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
+        ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 0)),
+        ("tag_lat host 8B", "tag_lat", 8, "host", 10000, 1000, IPC_TLS, (0, 0)),
     ],
 }
 
@@ -219,7 +230,8 @@ def main():
                 continue
             order = modules if rep % 2 == 0 else list(reversed(modules))
             for mname, mpath in order:
-                install_module(mpath, moddir)
+                if mpath != "-":
+                    install_module(mpath, moddir)
                 value, detail = run_case(args.prefix, case, args.timeout, cpus, module_env[mname])
                 print("repeat %d %-28s %-10s %s" % (rep, case[0], mname,
                                                     "FAILED" if value is None else "%.3f" % value), flush=True)
@@ -230,7 +242,8 @@ def main():
                 rows.append([rep, case[0], case[1], case[2], case[3], mname,
                              "" if value is None else "%.4f" % value,
                              "us" if is_latency(case[1]) else "GB/s", detail if value is not None else "FAILED"])
-    install_module(modules[-1][1], moddir)  # leave the last module (ours) installed
+    if modules[-1][1] != "-":
+        install_module(modules[-1][1], moddir)  # leave the last module (ours) installed
 
     with open(os.path.join(args.out, "perftest.csv"), "w", newline="") as f:
         w = csv.writer(f)

@@ -13,7 +13,8 @@
 # googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
 # Writes to $OUT (the device tool brings back at most 8 files): summary.txt (with bench/cux_opcost's
 # per-operation costs), gtest-gpu.log, ucx_info.txt, perftest.md, perftest.csv, bandwidth.png,
-# build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz; gtest-mock.log if the mock suites run.
+# build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz; gtest-mock.log if the mock suites run;
+# stock-ucx.txt when ./gpu-carry/stock exists (CUX_VERIFY_STOCK=0 skips it).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 carry="$top/gpu-carry"
@@ -102,10 +103,18 @@ cmp -s "$prefix/cux-module/libuct_cuda.so.0" "$prefix/reference-module/libuct_cu
 grep -q 'Transport: cuda_copy' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_copy"
 grep -q 'Transport: cuda_ipc' "$out/ucx_info.txt" || fail "ucx_info -d does not show cuda_ipc"
 
+stock_rc=0
+if [ -d "$carry/stock" ] && [ "${CUX_VERIFY_STOCK:-1}" = 1 ]; then
+    step "Debian's UCX packages with our module preloaded (contrib/gpu-host-stock-ucx.sh)"
+    OUT="$out" CUX_STOCK_LOGS="$work/logs" "$top/contrib/gpu-host-stock-ucx.sh" "$repeats" >>"$summary" 2>&1
+    stock_rc=$?
+fi
+
 if [ "$cases" = none ]; then
     tar -C "$work" -czf "$out/build-logs.tar.gz" logs
-    step "done: tests exit $tests_rc (perftest not asked for)"
-    exit $tests_rc
+    step "done: tests exit $tests_rc, stock UCX exit $stock_rc (perftest not asked for)"
+    [ $tests_rc -eq 0 ] && [ $stock_rc -eq 0 ]
+    exit
 fi
 
 step "which transports UCP picks with our module (UCX_LOG_LEVEL=info)"
@@ -128,5 +137,5 @@ perf_rc=$?
 tail -n 20 "$work/logs/perftest.log" >>"$summary"
 
 tar -C "$work" -czf "$out/build-logs.tar.gz" logs
-step "done: tests exit $tests_rc, perftest exit $perf_rc"
-[ $tests_rc -eq 0 ] && [ $perf_rc -eq 0 ]
+step "done: tests exit $tests_rc, stock UCX exit $stock_rc, perftest exit $perf_rc"
+[ $tests_rc -eq 0 ] && [ $stock_rc -eq 0 ] && [ $perf_rc -eq 0 ]

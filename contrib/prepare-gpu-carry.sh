@@ -19,4 +19,15 @@ mv build/uct-cuda-plugin-*.tar.gz "$carry/"
 
 rm -rf "$carry/googletest"
 cp -a /usr/src/googletest/googletest "$carry/googletest"
+
+# Issue 4 (contrib/gpu-host-stock-ucx.sh): Debian's own UCX packages and what we built here against them.
+stock="$carry/stock"
+rm -rf "$stock"
+mkdir -p "$stock"
+(cd "$stock" && apt-get download -o APT::Sandbox::User=root libucx0 ucx-utils libibverbs1 librdmacm1 ibverbs-providers libnuma1 \
+    >/dev/null 2>&1) || { echo "apt-get download of Debian's UCX packages failed" >&2; exit 1; }
+make -C build -j"$(nproc)" all >/dev/null
+make -C build -j"$(nproc)" check TESTS= >/dev/null
+cp build/.libs/libuct_cuda.so.0 build/.libs/libcux_perftest.so build/.libs/libcux_memtype.so \
+    build/ucx-cuda-run build/test/cux_ucp_check "$stock/"
 du -sh "$carry"
