@@ -128,9 +128,11 @@ static CUresult peer_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr 
             if (res == CUDA_SUCCESS) {
                 res = cux_drv.cuMemMap(*dptr, *size, 0, handle, 0);
             }
-            access.location = prop.location;
-            access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-            if (res == CUDA_SUCCESS) {
+            /* every device may access it: the tests' helpers copy through device 0 */
+            for (int d = 0; (d < cux_device_count()) && (res == CUDA_SUCCESS); ++d) {
+                access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+                access.location.id   = d;
+                access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
                 res = cux_drv.cuMemSetAccess(*dptr, *size, &access, 1);
             }
             cux_drv.cuMemRelease(handle); /* the mapping keeps the allocation */
