@@ -88,7 +88,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
 
-    if (key->pid == getpid()) {
+    if (key->pid == iface->pid) {
         remote = (void*)remote_addr; /* our own memory: no mapping needed */
     } else {
         status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
@@ -101,7 +101,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     /* One queue per peer device keeps copies to different GPUs apart. */
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
-                          put ? iov[0].buffer : remote, length, 0, comp,
+                          put ? iov[0].buffer : remote, length, CUX_DEV_COPY_ASYNC, comp,
                           (region != NULL) ? cux_ipc_region_release : NULL, region);
     if ((status != UCS_INPROGRESS) && (region != NULL)) {
         cux_ipc_cache_put(&cux_ipc_cache, region);
@@ -139,7 +139,7 @@ static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_d
 
 static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    ((cux_ipc_iface_addr_t*)addr)->pid = getpid();
+    ((cux_ipc_iface_addr_t*)addr)->pid = ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid;
     return UCS_OK;
 }
 
@@ -151,7 +151,7 @@ static int cux_ipc_iface_is_reachable(const uct_iface_h tl_iface, const uct_devi
 {
     return (dev_addr != NULL) && (iface_addr != NULL) &&
            (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id) &&
-           (((const cux_ipc_iface_addr_t*)iface_addr)->pid != getpid());
+           (((const cux_ipc_iface_addr_t*)iface_addr)->pid != ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid);
 }
 
 static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
@@ -196,6 +196,7 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_ipc_iface_ops, &cux_ipc_iface_internal_ops, md, worker, params,
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
     self->system_id = ucs_get_system_id();
+    self->pid       = getpid();
     return UCS_OK;
 }
 

@@ -241,6 +241,36 @@ static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
     return status;
 }
 
+static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
+{
+    return &md->memo[((uintptr_t)base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
+}
+
+/* A key made earlier for this very allocation, copied into memh; 0 if there is none. */
+static int cux_ipc_memo_find(cux_ipc_md_t *md, const cux_ptr_info_t *info, cux_ipc_memh_t *memh)
+{
+    cux_ipc_memh_t *slot = cux_ipc_memo_slot(md, info->base);
+    int found;
+
+    ucs_spin_lock(&md->memo_lock);
+    found = (slot->key.magic != 0) && (slot->key.base == (uintptr_t)info->base) &&
+            (slot->key.length == info->length) && (slot->key.buffer_id == info->buffer_id);
+    if (found) {
+        *memh = *slot;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+    return found;
+}
+
+static void cux_ipc_memo_store(cux_ipc_md_t *md, const cux_ipc_memh_t *memh)
+{
+    cux_ipc_memh_t *slot = cux_ipc_memo_slot(md, (void*)(uintptr_t)memh->key.base);
+
+    ucs_spin_lock(&md->memo_lock);
+    *slot = *memh;
+    ucs_spin_unlock(&md->memo_lock);
+}
+
 static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
                                          uct_mem_h *memh_p)
 {
@@ -264,6 +294,10 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     memh = ucs_calloc(1, sizeof(*memh), "cux_ipc_memh");
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
+    }
+    if (cux_ipc_memo_find(md, &info, memh)) {
+        *memh_p = memh;
+        return UCS_OK;
     }
 
     status = cux_device_ctx_enter(info.device, &guard);
@@ -291,12 +325,15 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
 
     memh->device         = info.device;
     memh->key.system_id  = md->system_id;
-    memh->key.pid        = getpid();
+    memh->key.pid        = md->pid;
     memh->key.dev_uuid   = cux_device_get(info.device)->uuid;
     memh->key.base       = (uintptr_t)info.base;
     memh->key.length     = info.length;
     memh->key.buffer_id  = info.buffer_id;
     cux_ipc_rkey_seal(&memh->key);
+    if (memh->key.kind == CUX_IPC_KIND_LEGACY) {
+        cux_ipc_memo_store(md, memh); /* a VMM key owns a descriptor: one per registration */
+    }
     *memh_p = memh;
     return UCS_OK;
 
@@ -328,6 +365,17 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h md, uct_mem_h tl_memh, void 
 
 CUX_MKEY_PACK_FUNC(cux_ipc_mkey_pack, cux_ipc_mkey_pack_impl)
 
+/* This host's id, asked once: rkey_unpack runs for every rendezvous message. */
+static uint64_t cux_ipc_system_id(void)
+{
+    static uint64_t system_id;
+
+    if (system_id == 0) {
+        system_id = ucs_get_system_id();
+    }
+    return system_id;
+}
+
 /* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
 static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const void *rkey_buffer,
                                              uct_rkey_t *rkey_p, void **handle_p)
@@ -340,7 +388,7 @@ static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const v
         return UCS_ERR_NO_MEMORY;
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
-    status = cux_ipc_rkey_check(&ukey->key, ucs_get_system_id());
+    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id());
     if (status != UCS_OK) {
         ucs_free(ukey);
         return status;
@@ -368,6 +416,7 @@ static void cux_ipc_md_close(uct_md_h md)
     if (last) {
         cux_ipc_cache_purge(&cux_ipc_cache);
     }
+    ucs_spinlock_destroy(&ucs_derived_of(md, cux_ipc_md_t)->memo_lock);
     ucs_free(md);
 }
 
@@ -404,6 +453,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->super.ops       = &cux_ipc_md_ops;
     md->super.component = &cux_ipc_component;
     md->system_id       = ucs_get_system_id();
+    md->pid             = getpid();
+    ucs_spinlock_init(&md->memo_lock, 0);
 
     /* Process-wide: the last memory domain opened sets the bounds. */
     pthread_once(&cux_ipc_cache_once, cux_ipc_cache_do_init);

@@ -9,6 +9,9 @@
 #include "compat/cux_ucx_compat.h"
 #include "cux_ipc_cache.h"
 
+#include <ucs/type/spinlock.h>
+#include <sys/types.h>
+
 #define CUX_IPC_COMPONENT_NAME "cuda_ipc"
 #define CUX_IPC_TL_NAME        "cuda_ipc"
 #define CUX_IPC_CONFIG_PREFIX  "CUDA_IPC_"
@@ -26,16 +29,23 @@ typedef struct cux_ipc_md_config {
     size_t          cache_max_size;
 } cux_ipc_md_config_t;
 
-typedef struct cux_ipc_md {
-    uct_md_t super;
-    uint64_t system_id;
-} cux_ipc_md_t;
-
 /* A registration: the sealed key, ready to pack, and the owning device. */
 typedef struct cux_ipc_memh {
     cux_ipc_rkey_t key;
     int            device;
 } cux_ipc_memh_t;
+
+/* Keys of recently registered allocations, by allocation base: UCP registers the buffer of every rendezvous
+ * message, and a legacy key depends only on the allocation (base, length, buffer id). */
+#define CUX_IPC_KEY_MEMO_SIZE 64
+
+typedef struct cux_ipc_md {
+    uct_md_t        super;
+    uint64_t        system_id;
+    pid_t           pid;
+    ucs_spinlock_t  memo_lock;
+    cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
+} cux_ipc_md_t;
 
 /* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
  * unpack, rather than on every operation. */
