@@ -287,6 +287,7 @@ static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 
 static CUresult m_cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
 static CUresult m_cuStreamSynchronize(CUstream s) { return CUDA_SUCCESS; }
+static CUresult m_cuStreamQuery(CUstream s) { return CUDA_SUCCESS; }
 
 static CUresult m_cuEventCreate(CUevent *e, unsigned flags)
 {
@@ -652,7 +653,7 @@ static const struct {
     MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuCtxGetCurrent),
     MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
     MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
-    MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
+    MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuStreamQuery), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
     MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
     MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),

@@ -50,8 +50,25 @@ static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device,
  * Issue one copy on a queue of a device, in that device's context. Synchronous when `synchronous`, else
  * tracked by the async engine with comp and release (see cux_async_track for who releases when).
  */
+/* How cux_dev_copy completes a copy. */
+typedef enum {
+    CUX_DEV_COPY_ASYNC,   /* tracked: comp is called from progress */
+    CUX_DEV_COPY_BLOCK,   /* done on return, waiting in cuStreamSynchronize */
+    CUX_DEV_COPY_SPIN     /* done on return, polling the stream (a short copy finishes in microseconds) */
+} cux_dev_copy_mode_t;
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_stream_spin(CUstream stream)
+{
+    CUresult res;
+
+    do {
+        res = cux_drv.cuStreamQuery(stream);
+    } while (res == CUDA_ERROR_NOT_READY);
+    return (res == CUDA_SUCCESS) ? UCS_OK : CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
+}
+
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
-                                                     const void *src, size_t length, int synchronous,
+                                                     const void *src, size_t length, cux_dev_copy_mode_t mode,
                                                      uct_completion_t *comp, cux_async_release_func_t release,
                                                      void *release_arg)
 {
@@ -77,7 +94,9 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         goto out;
     }
 
-    if (synchronous) {
+    if (mode == CUX_DEV_COPY_SPIN) {
+        status = cux_dev_stream_spin(stream);
+    } else if (mode == CUX_DEV_COPY_BLOCK) {
         status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
     } else {
         status = cux_async_track(sq, comp, release, release_arg);

@@ -9,8 +9,17 @@
 
 #define CUX_COPY_DEV_NAME "cuda"
 
+static const char *cux_copy_wait_names[] = {"spin", "block", NULL};
+
+/* cux_iface_config_t comes first in cux_copy_iface_config_t, so the common fields keep their offsets. */
 static ucs_config_field_t cux_copy_iface_config_table[] = {
     CUX_IFACE_CONFIG_FIELDS("10000MBs", "8us", "0"),
+    {"SHORT_WAIT", "spin",
+     "How a short operation (put_short, get_short: UCP 1.13 packs and unpacks GPU memory with them, one per\n"
+     "fragment) waits for its copy:\n"
+     " spin  - poll the stream: the lowest latency, the calling thread stays busy;\n"
+     " block - cuStreamSynchronize, which follows the context's scheduling policy.",
+     ucs_offsetof(cux_copy_iface_config_t, short_wait), UCS_CONFIG_TYPE_ENUM(cux_copy_wait_names)},
     {NULL}
 };
 
@@ -79,7 +88,9 @@ static UCS_CLASS_INIT_FUNC(cux_copy_iface_t, uct_md_h md, uct_worker_h worker,
 {
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_copy_iface_ops, &cux_copy_iface_internal_ops, md, worker, params,
                               tl_config, CUX_COPY_TL_NAME, CUX_COPY_DEV_NAME, CUX_COPY_QUEUE_LAST);
-    self->id = cux_copy_process_id();
+    self->id         = cux_copy_process_id();
+    self->short_wait = (ucs_derived_of(tl_config, cux_copy_iface_config_t)->short_wait == 0) ?
+                       CUX_DEV_COPY_SPIN : CUX_DEV_COPY_BLOCK;
     return UCS_OK;
 }
 
@@ -118,6 +129,6 @@ uct_tl_t cux_copy_tl = {
         .name      = "cuda_copy transport",
         .prefix    = CUX_COPY_CONFIG_PREFIX,
         .table     = cux_copy_iface_config_table,
-        .size      = sizeof(cux_iface_config_t),
+        .size      = sizeof(cux_copy_iface_config_t),
     },
 };

@@ -21,9 +21,15 @@ enum {
     CUX_COPY_QUEUE_LAST
 };
 
+typedef struct cux_copy_iface_config {
+    cux_iface_config_t super;
+    int                short_wait;   /* cux_copy_wait_t */
+} cux_copy_iface_config_t;
+
 typedef struct cux_copy_iface {
     cux_iface_t super;
-    uint64_t    id;   /* identifies this process: endpoints only reach the same process */
+    uint64_t    id;           /* identifies this process: endpoints only reach the same process */
+    int         short_wait;   /* how short operations wait for their copy: a CUX_DEV_COPY_* mode */
 } cux_copy_iface_t;
 
 #endif

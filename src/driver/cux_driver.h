@@ -40,6 +40,7 @@
     _f(cuStreamCreate, 2000) \
     _f(cuStreamDestroy, 4000) \
     _f(cuStreamSynchronize, 2000) \
+    _f(cuStreamQuery, 2000) \
     _f(cuEventCreate, 2000) \
     _f(cuEventDestroy, 4000) \
     _f(cuEventRecord, 2000) \
