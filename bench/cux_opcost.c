@@ -10,6 +10,8 @@
 #include "base/cux_device.h"
 #include "base/cux_ptr.h"
 
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
 #include <stdio.h>
@@ -62,7 +64,8 @@ typedef struct {
     uct_ep_h        ep;
 } transport_t;
 
-static void open_transport(const char *cmpt_name, const char *tl, ucs_async_context_t *async, transport_t *t)
+static void open_transport(const char *cmpt_name, const char *tl, ucs_async_context_t *async, transport_t *t,
+                           const char *config_name, const char *config_value)
 {
     uct_component_h *components;
     uct_md_config_t *md_config;
@@ -88,6 +91,9 @@ static void open_transport(const char *cmpt_name, const char *tl, ucs_async_cont
     uct_config_release(md_config);
     CHECK(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &t->worker) == UCS_OK, "worker");
     CHECK(uct_md_iface_config_read(t->md, tl, NULL, NULL, &iface_config) == UCS_OK, "iface config");
+    if (config_name != NULL) {
+        CHECK(uct_config_modify(iface_config, config_name, config_value) == UCS_OK, config_name);
+    }
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = tl;
@@ -130,6 +136,117 @@ static void zcopy_roundtrip(transport_t *t, void *local, void *remote, size_t le
     }
 }
 
+/* Entry points the plugin does not use (yet), for measuring the levers of issue #5; NULL where missing. */
+static void *driver_proc(const char *name, int version)
+{
+    PFN_cuGetProcAddress_v12000 get_proc;
+    CUdriverProcAddressQueryResult found;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *fn  = NULL;
+
+    if (getenv("CUX_DRIVER_PATH") != NULL) {
+        lib = dlopen(getenv("CUX_DRIVER_PATH"), RTLD_NOW | RTLD_NOLOAD);
+    }
+    get_proc = (lib != NULL) ? (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2") : NULL;
+    if ((get_proc == NULL) || (get_proc(name, &fn, version, 0, &found) != CUDA_SUCCESS)) {
+        return NULL;
+    }
+    return fn;
+}
+
+/* What a peer copy costs the CPU and the copy engine, with the levers of issue #5: events against stream
+ * memory operations for completion, single copies against one batched call. GPU0 -> GPU1, peer access on. */
+static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdeviceptr dst, CUcontext ctx0,
+                                     CUcontext ctx1)
+{
+    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = driver_proc("cuCtxEnablePeerAccess", 4000);
+    PFN_cuStreamWriteValue64_v11070 write_value = driver_proc("cuStreamWriteValue64", 11070);
+    PFN_cuMemcpyBatchAsync_v13000 batch         = driver_proc("cuMemcpyBatchAsync", 13000);
+    PFN_cuMemHostAlloc_v2020 host_alloc         = driver_proc("cuMemHostAlloc", 2020);
+    PFN_cuMemHostGetDevicePointer_v3020 host_dptr = driver_proc("cuMemHostGetDevicePointer", 3020);
+    enum { BATCH = 16 };
+    CUdeviceptr dsts[BATCH], srcs[BATCH], flag_dptr = 0;
+    size_t sizes[BATCH], attr_idx = 0;
+    CUmemcpyAttributes attr;
+    volatile uint64_t *flag = NULL;
+    uint64_t seq = 0;
+    CUstream stream;
+    CUevent event;
+    double t0;
+
+    if ((enable_peer == NULL) || (ctx0 == ctx1)) {
+        printf("# peer-copy levers: skipped (needs two GPUs and the real driver)\n");
+        return;
+    }
+    cux_drv.cuCtxSetCurrent(ctx0);
+    enable_peer(ctx1, 0);
+    CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    CHECK(cux_drv.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
+
+    MEASURE("peer 64 KB cuMemcpyAsync, issue only", iters / 10 + 1,
+            (cux_drv.cuMemcpyAsync(dst, src, 65536, stream),
+             ((i % 64) == 63) ? cux_drv.cuStreamSynchronize(stream) : CUDA_SUCCESS));
+    cux_drv.cuStreamSynchronize(stream);
+    MEASURE("peer 64 KB cuMemcpyAsync + cuEventRecord, issue", iters / 10 + 1,
+            (cux_drv.cuMemcpyAsync(dst, src, 65536, stream), cux_drv.cuEventRecord(event, stream),
+             ((i % 64) == 63) ? cux_drv.cuStreamSynchronize(stream) : CUDA_SUCCESS));
+    cux_drv.cuStreamSynchronize(stream);
+    MEASURE("cuEventQuery of a completed event", iters, cux_drv.cuEventQuery(event));
+    MEASURE("peer 64 KB copy, issue to completion (event polling)", iters / 10 + 1,
+            (cux_drv.cuMemcpyAsync(dst, src, 65536, stream), cux_drv.cuEventRecord(event, stream), ({
+                 while (cux_drv.cuEventQuery(event) == CUDA_ERROR_NOT_READY) {
+                 }
+             })));
+    t0 = now_ns();
+    for (unsigned i = 0; i < 2000; ++i) {
+        cux_drv.cuMemcpyAsync(dst, src, 65536, stream);
+    }
+    cux_drv.cuStreamSynchronize(stream);
+    printf("%-48s %10.2f GB/s\n", "peer 64 KB back-to-back, one stream", 2000 * 65536 / (now_ns() - t0));
+
+    if ((write_value != NULL) && (host_alloc != NULL) && (host_dptr != NULL) &&
+        (host_alloc((void**)&flag, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS) &&
+        (host_dptr(&flag_dptr, (void*)flag, 0) == CUDA_SUCCESS)) {
+        *flag = 0;
+        MEASURE("peer 64 KB cuMemcpyAsync + cuStreamWriteValue64, issue", iters / 10 + 1,
+                (cux_drv.cuMemcpyAsync(dst, src, 65536, stream), write_value(stream, flag_dptr, ++seq, 0),
+                 ((i % 64) == 63) ? cux_drv.cuStreamSynchronize(stream) : CUDA_SUCCESS));
+        MEASURE("peer 64 KB copy, issue to completion (host flag polling)", iters / 10 + 1,
+                (cux_drv.cuMemcpyAsync(dst, src, 65536, stream), write_value(stream, flag_dptr, ++seq, 0), ({
+                     while (*flag != seq) {
+                     }
+                 })));
+    } else {
+        printf("# stream memory operations: not available\n");
+    }
+
+    if (batch != NULL) {
+        memset(&attr, 0, sizeof(attr));
+        attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        for (unsigned b = 0; b < BATCH; ++b) {
+            dsts[b]  = dst + b * 65536;
+            srcs[b]  = src + b * 65536;
+            sizes[b] = 65536;
+        }
+        MEASURE("peer 64 KB copies in cuMemcpyBatchAsync of 16, issue per copy", iters / 100 + 1,
+                (batch(dsts, srcs, sizes, BATCH, &attr, &attr_idx, 1, stream),
+                 ((i % 4) == 3) ? cux_drv.cuStreamSynchronize(stream) : CUDA_SUCCESS));
+        cux_drv.cuStreamSynchronize(stream);
+        printf("(the line above is per batch of 16 copies)\n");
+        t0 = now_ns();
+        for (unsigned i = 0; i < 2000 / BATCH; ++i) {
+            batch(dsts, srcs, sizes, BATCH, &attr, &attr_idx, 1, stream);
+        }
+        cux_drv.cuStreamSynchronize(stream);
+        printf("%-48s %10.2f GB/s\n", "peer 64 KB copies in batches of 16, one stream",
+               (2000 / BATCH) * BATCH * 65536 / (now_ns() - t0));
+    } else {
+        printf("# cuMemcpyBatchAsync: not available\n");
+    }
+    cux_drv.cuEventDestroy(event);
+    cux_drv.cuStreamDestroy(stream);
+}
+
 int main(int argc, char **argv)
 {
     unsigned iters = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
@@ -137,7 +254,7 @@ int main(int argc, char **argv)
     CUdeviceptr d0, d1, d0b;
     ucs_async_context_t *async;
     transport_t copy, ipc;
-    CUcontext ctx;
+    CUcontext ctx, ctx1;
     char host[65536];
 
     CHECK(cux_devices_init() == UCS_OK, "cuda devices");
@@ -148,6 +265,7 @@ int main(int argc, char **argv)
     CHECK(cux_device_ctx(peer_dev, &ctx) == UCS_OK, "ctx");
     cux_drv.cuCtxSetCurrent(ctx);
     CHECK(cux_drv.cuMemAlloc(&d1, 1 << 20) == CUDA_SUCCESS, "alloc peer");
+    ctx1 = ctx;
     CHECK(cux_device_ctx(0, &ctx) == UCS_OK, "ctx");
     cux_drv.cuCtxSetCurrent(ctx);
     CHECK(cux_drv.cuMemAlloc(&d0, 1 << 20) == CUDA_SUCCESS, "alloc");
@@ -170,22 +288,33 @@ int main(int argc, char **argv)
         MEASURE("cuCtxGetCurrent", iters, cux_drv.cuCtxGetCurrent(&cur));
     }
 
+    measure_peer_copy_levers(iters, d0, d1, ctx, ctx1);
+    cux_drv.cuCtxSetCurrent(ctx);
+
     CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "async");
 
     /* cuda_copy: UCP 1.13 packs and unpacks GPU memory with these, one per fragment */
-    open_transport("cuda_cpy", "cuda_copy", async, &copy);
-    MEASURE("cuda_copy put_short 8 B host->GPU (synchronous)", iters,
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, "SHORT_WAIT", "block");
+    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=block", iters,
             uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy get_short 8 B GPU->host (synchronous)", iters,
+    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=block", iters,
             uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy put_short 8 KB host->GPU (synchronous)", iters,
+    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=block", iters,
+            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
+    close_transport(&copy);
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, NULL, NULL);
+    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=spin", iters,
+            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=spin", iters,
+            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=spin", iters,
             uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
     MEASURE("cuda_copy zcopy 64 KB GPU->GPU, issue to completion", iters,
             zcopy_roundtrip(&copy, (void*)d0b, (void*)d0, 65536, 0));
     close_transport(&copy);
 
     /* cuda_ipc: what a rendezvous message costs on our side (the key of a buffer of this process) */
-    open_transport("cuda_ipc", "cuda_ipc", async, &ipc);
+    open_transport("cuda_ipc", "cuda_ipc", async, &ipc, NULL, NULL);
     {
         uct_md_attr_t md_attr;
         uct_rkey_bundle_t bundle;
