@@ -45,15 +45,20 @@ UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_LOG_LEVEL=info CUDA_VISIBLE_DEVICES=1 tim
     localhost -p 19996 -t tag_bw -m cuda -s 16777216 -n 20 -w 2 2>&1 | grep -E 'ep_cfg|Final' | head -8 >>"$report"
 wait
 
+# The statically linked runtime is out of the hooks' sight: that case documents the limit, it must fail.
 for prog in "$carry"/cux_ucp_check*; do
     [ -x "$prog" ] || continue
     for mode in query hooks; do
-        say "data check: $(basename "$prog"), GPU memory detected by '$mode'"
-        CUX_MEMTYPE=$mode UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 600 "$run" "$prog" >"$logs/check-$mode.log" 2>&1
+        name=$(basename "$prog")
+        expect=0
+        [ "$name" = cux_ucp_check_static_cudart ] && [ $mode = hooks ] && expect=1
+        say "data check: $name, GPU memory detected by '$mode'$([ $expect = 1 ] && echo ' (expected to fail)')"
+        CUX_MEMTYPE=$mode UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 600 "$run" "$prog" >"$logs/check-$name-$mode.log" 2>&1
         status=$?
-        grep -E '^(PASS|FAIL|SKIP|[0-9]+ passed)' "$logs/check-$mode.log" >>"$report"
+        grep -E '^(PASS|FAIL|SKIP|[0-9]+ passed)|cache says' "$logs/check-$name-$mode.log" | awk '!seen[$0]++' >>"$report"
         echo "exit status $status" >>"$report"
-        [ $status -eq 0 ] || rc=1
+        if [ $expect = 0 ] && [ $status -ne 0 ]; then rc=1; fi
+        if [ $expect = 1 ] && [ $status -eq 0 ]; then echo "(unexpected pass)" >>"$report"; fi
     done
 done
 

@@ -30,4 +30,5 @@ make -C build -j"$(nproc)" all >/dev/null
 make -C build -j"$(nproc)" check TESTS= >/dev/null
 cp build/.libs/libuct_cuda.so.0 build/.libs/libcux_perftest.so build/.libs/libcux_memtype.so \
     build/ucx-cuda-run build/test/cux_ucp_check "$stock/"
+[ -x build/test/cux_ucp_check_static_cudart ] && cp build/test/cux_ucp_check_static_cudart "$stock/"
 du -sh "$carry"

@@ -14,4 +14,14 @@ AS_IF([test "$cux_cuda_version" -lt 12000],
       [AC_MSG_ERROR([CUDA >= 12.0 headers are required (found $cux_cuda_version)])])
 CPPFLAGS=$cux_save_CPPFLAGS
 AC_SUBST([CUDA_CPPFLAGS])
+# Only for a test program (a CUDA runtime linked statically, which allocation hooks cannot see).
+AC_MSG_CHECKING([for the static CUDA runtime])
+CUDART_STATIC=
+for cux_dir in "$with_cuda/lib64" "$with_cuda/lib"; do
+    AS_IF([test -z "$CUDART_STATIC" && test -f "$cux_dir/libcudart_static.a"],
+          [CUDART_STATIC="$cux_dir/libcudart_static.a"])
+done
+AC_MSG_RESULT([${CUDART_STATIC:-no}])
+AC_SUBST([CUDART_STATIC])
+AM_CONDITIONAL([HAVE_CUDART_STATIC], [test -n "$CUDART_STATIC"])
 ])

@@ -5,6 +5,8 @@
  *
  *   cux_ucp_check [SIZE...]      (default sizes: 8, 65539, 1 MiB, 16 MiB)
  *
+ * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
+ *
  * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
  * when its memory kind is missing (no second GPU, no CUDA runtime, a driver without memory pools). Prints a
  * line per case and "N passed, N failed, N skipped"; exits 1 on any failure.
@@ -32,8 +34,14 @@
 
 typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME } check_kind_t;
 
+#ifdef CUX_CHECK_STATIC_CUDART
+#define CHECK_RUNTIME_NAME "cudaMalloc (static runtime)"
+#else
+#define CHECK_RUNTIME_NAME "cudaMalloc"
+#endif
+
 static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
-                                   "cudaMalloc"};
+                                   CHECK_RUNTIME_NAME};
 
 typedef struct {
     check_kind_t kind;
@@ -82,23 +90,31 @@ static struct {
 
 #define CHECK_SYM(_field, _name) *(void**)&cu._field = dlsym(RTLD_DEFAULT, _name)
 
+#ifdef CUX_CHECK_STATIC_CUDART
+/* The runtime is linked into this program: its calls never go through the dynamic linker. */
+int cudaSetDevice(int device);
+int cudaMalloc(void **ptr, size_t size);
+int cudaFree(void *ptr);
+#endif
+
 static int cuda_open(int device)
 {
     const char *path = getenv("CUX_DRIVER_PATH");
-    const char *runtimes[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
     CUcontext ctx;
     int count = 0;
-    unsigned i;
 
     if (dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) == NULL) {
         fprintf(stderr, "no CUDA driver: %s\n", dlerror());
         return -1;
     }
-    for (i = 0; i < 3 && !getenv("CUX_DRIVER_PATH"); ++i) { /* the runtime needs the real driver */
+#ifndef CUX_CHECK_STATIC_CUDART
+    const char *runtimes[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so"};
+    for (unsigned i = 0; i < 3 && !getenv("CUX_DRIVER_PATH"); ++i) { /* the runtime needs the real driver */
         if (dlopen(runtimes[i], RTLD_NOW | RTLD_GLOBAL) != NULL) {
             break;
         }
     }
+#endif
     CHECK_SYM(init, "cuInit");
     CHECK_SYM(device_count, "cuDeviceGetCount");
     CHECK_SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
@@ -111,9 +127,15 @@ static int cuda_open(int device)
     CHECK_SYM(alloc_pool, "cuMemAllocFromPoolAsync");
     CHECK_SYM(free_async, "cuMemFreeAsync");
     CHECK_SYM(stream_sync, "cuStreamSynchronize");
+#ifdef CUX_CHECK_STATIC_CUDART
+    cu.rt_set_device = cudaSetDevice;
+    cu.rt_malloc     = cudaMalloc;
+    cu.rt_free       = cudaFree;
+#else
     CHECK_SYM(rt_set_device, "cudaSetDevice");
     CHECK_SYM(rt_malloc, "cudaMalloc");
     CHECK_SYM(rt_free, "cudaFree");
+#endif
     if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
         cu.init(0) || cu.device_count(&count)) {
         fprintf(stderr, "the CUDA driver lacks an entry point or does not initialise\n");
@@ -407,6 +429,11 @@ int main(int argc, char **argv)
     }
     for (i = 0; i < (int)(sizeof(check_cases) / sizeof(check_cases[0])); ++i) {
         const check_case_t *c = &check_cases[i];
+#ifdef CUX_CHECK_STATIC_CUDART
+        if (c->send.kind != KIND_RUNTIME) {
+            continue;
+        }
+#endif
         int sv[2], st[2], code[2], j;
         pid_t pid[2];
 
