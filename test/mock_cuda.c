@@ -373,6 +373,21 @@ static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
     return mock_track((uintptr_t)m, n, mock_current_device(), managed, 0, fd, 0);
 }
 
+static CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                     CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t num_attrs, CUstream s)
+{
+    CUresult res = CUDA_SUCCESS;
+    size_t i;
+
+    if ((count == 0) || (num_attrs == 0) || (attrs == NULL)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (i = 0; (i < count) && (res == CUDA_SUCCESS); ++i) {
+        res = m_cuMemcpyAsync(dsts[i], srcs[i], sizes[i], s);
+    }
+    return res;
+}
+
 static CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n) { return mock_alloc(p, n, 0); }
 static CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return mock_alloc(p, n, 1); }
 
@@ -654,7 +669,7 @@ static const struct {
     MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
     MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
     MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuStreamQuery), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
-    MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync),
+    MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync), MOCK_SYM(cuMemcpyBatchAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
     MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
     MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle), MOCK_SYM(cuMemCreate), MOCK_SYM(cuMemRelease),

@@ -386,6 +386,55 @@ TEST_F(ipc_transport, put_and_get_between_processes)
     }
 }
 
+/* Many copies in flight: accepted into batches (issued together at progress, flush, or when a batch is full),
+ * or each issued at once (MAX_BATCH=1); a flush right after them covers all. */
+TEST_F(ipc_transport, many_copies_in_flight_complete_and_flush_in_order)
+{
+    const size_t chunk = 16384, count = 70, size = chunk * count;
+
+    for (const char *max_batch : {"16", "1", "32"}) {
+        SCOPED_TRACE(std::string("MAX_BATCH=") + max_batch);
+        destroy_ep();
+        open_iface({{"MAX_BATCH", max_batch}});
+        start_peer();
+        buffer local(buf_kind::cuda0, size);
+        remote_buf rb = remote_alloc(size, cux_device_count() - 1, 41);
+        ASSERT_NE(0u, rb.addr);
+        local.write(pattern(42, size));
+
+        for (int put = 1; put >= 0; --put) {
+            counting_completion ops(count), flushed;
+            for (size_t i = 0; i < count; ++i) {
+                uct_iov_t iov = {(char*)local.ptr() + i * chunk, chunk, UCT_MEM_HANDLE_NULL, 0, 1};
+                ucs_status_t status = put ? uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * chunk, rb.rkey.rkey,
+                                                             &ops.comp) :
+                                            uct_ep_get_zcopy(m_ep, &iov, 1, rb.addr + i * chunk, rb.rkey.rkey,
+                                                             &ops.comp);
+                ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_OK)) << ucs_status_string(status);
+                if (status == UCS_OK) {
+                    --ops.comp.count;
+                }
+            }
+            ucs_status_t status = uct_iface_flush(m_iface, 0, &flushed.comp);
+            if (status == UCS_INPROGRESS) {
+                ASSERT_EQ(UCS_OK, wait(&flushed.comp));
+            } else {
+                ASSERT_EQ(UCS_OK, status);
+            }
+            EXPECT_EQ(0, ops.comp.count) << "the flush finished before the operations it covers";
+            EXPECT_EQ(UCS_OK, ops.status);
+            if (put) {
+                EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 42)) << "put data mismatch";
+                ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 43));
+                local.write(std::vector<uint8_t>(size, 0xa5));
+            } else {
+                EXPECT_TRUE(local.read() == pattern(43, size)) << "get data mismatch";
+            }
+        }
+        remote_free(rb);
+    }
+}
+
 TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
 {
     buffer local(buf_kind::cuda0, 8192);

@@ -19,7 +19,10 @@ typedef struct cux_flush_req {
 
 typedef struct cux_desc {
     ucs_queue_elem_t         qe;
-    CUevent                  event;   /* NULL for a flush marker */
+    int                      is_marker;   /* a flush marker, not an operation */
+    CUevent                  event;       /* an operation's, shared by the copies of one batch; NULL: done */
+    int                      owns_event;  /* the last of its batch gives the event back */
+    ucs_status_t             status;      /* of an operation with no event */
     uct_completion_t         *comp;
     cux_flush_req_t          *flush;
     cux_async_release_func_t release;
@@ -36,9 +39,13 @@ _Static_assert(sizeof(cux_pending_priv_t) <= UCT_PENDING_REQ_PRIV_LEN, "pending 
 
 #define cux_pending_priv(_req) ((cux_pending_priv_t*)(_req)->priv)
 
-void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll)
+static void cux_stream_queue_submit(cux_stream_queue_t *sq);
+
+void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll, unsigned max_batch)
 {
     ucs_list_head_init(&async->active);
+    ucs_list_head_init(&async->batched);
+    async->max_batch    = ucs_min(ucs_max(max_batch, 1), CUX_BATCH_MAX);
     ucs_queue_head_init(&async->free_descs);
     ucs_queue_head_init(&async->pending);
     async->num_descs    = 0;
@@ -53,6 +60,7 @@ void cux_async_cleanup(cux_async_t *async)
     cux_desc_t *desc;
 
     ucs_assertv(ucs_list_is_empty(&async->active), "async %p has busy stream queues", async);
+    ucs_assertv(ucs_list_is_empty(&async->batched), "async %p has copies not issued", async);
     while (!ucs_queue_is_empty(&async->free_descs)) {
         desc = ucs_queue_pull_elem_non_empty(&async->free_descs, cux_desc_t, qe);
         ucs_free(desc);
@@ -105,8 +113,10 @@ static int cux_stream_queue_pop(cux_stream_queue_t *sq, cux_desc_t *desc)
     if (ucs_queue_is_empty(&sq->descs)) {
         ucs_list_del(&sq->active);
     }
-    if (desc->event != NULL) {
-        cux_event_pool_put(sq->events, desc->event);
+    if (!desc->is_marker) {
+        if (desc->owns_event) {
+            cux_event_pool_put(sq->events, desc->event);
+        }
         --async->num_inflight;
         if (desc->release != NULL) {
             desc->release(desc->release_arg);
@@ -126,6 +136,7 @@ void cux_stream_queue_init(cux_stream_queue_t *sq, cux_async_t *async, CUcontext
     sq->stream = NULL;
     sq->events = events;
     sq->armed  = 0;
+    sq->batch_count = 0;
     ucs_queue_head_init(&sq->descs);
 }
 
@@ -137,6 +148,9 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
 
     int entered;
 
+    if (sq->batch_count > 0) {
+        cux_stream_queue_submit(sq); /* issued, then waited for below like everything else */
+    }
     if (sq->stream == NULL) {
         return;
     }
@@ -187,7 +201,9 @@ ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux
         goto err_put_desc;
     }
 
+    desc->is_marker   = 0;
     desc->event       = event;
+    desc->owns_event  = 1;
     desc->comp        = comp;
     desc->flush       = NULL;
     desc->release     = release;
@@ -201,6 +217,107 @@ err_put_desc:
 err_sync:
     /* The work is already on the stream: wait for it so the caller's buffers are safe to reuse. */
     return (CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream) == UCS_OK) ? UCS_OK : status;
+}
+
+/* Issue the accepted copies as one call, then one event for all of them. A failure completes every copy of
+ * the batch with its status at the next progress (never from inside the call that accepted it). */
+static void cux_stream_queue_submit(cux_stream_queue_t *sq)
+{
+    unsigned i, count       = sq->batch_count;
+    CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t attr_index       = 0;
+    CUevent event           = NULL;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUstream stream;
+    cux_desc_t *desc;
+
+    sq->batch_count = 0;
+    ucs_list_del(&sq->batch_link);
+
+    status = cux_ctx_enter(sq->ctx, &guard);
+    if (status != UCS_OK) {
+        goto out_push;
+    }
+    status = cux_stream_queue_stream(sq, &stream);
+    if (status != UCS_OK) {
+        goto out_leave;
+    }
+    if ((count > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
+        status = CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, count, &attr,
+                                  &attr_index, 1, stream);
+    } else {
+        for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+            status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i],
+                                      stream);
+        }
+    }
+    if (status != UCS_OK) {
+        ucs_error("batch of %u copies failed: %s", count, ucs_status_string(status));
+        /* what was issued must be finished before the buffers go back to their owners */
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, stream);
+        goto out_leave;
+    }
+    if ((cux_event_pool_get(sq->events, &event) != UCS_OK) ||
+        (CUX_DRV_CALL_ERR(cuEventRecord, event, stream) != UCS_OK)) {
+        if (event != NULL) {
+            cux_event_pool_put(sq->events, event);
+            event = NULL;
+        }
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream); /* done now: complete without an event */
+    }
+out_leave:
+    cux_ctx_leave(&guard);
+out_push:
+    for (i = 0; i < count; ++i) {
+        desc             = sq->batch_desc[i];
+        desc->event      = (status == UCS_OK) ? event : NULL;
+        desc->owns_event = (desc->event != NULL) && (i == count - 1);
+        desc->status     = status;
+        cux_stream_queue_push(sq, desc);
+    }
+}
+
+ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                  uct_completion_t *comp, cux_async_release_func_t release, void *release_arg)
+{
+    cux_async_t *async = sq->async;
+    cux_desc_t *desc   = cux_desc_get(async);
+    unsigned i         = sq->batch_count;
+
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    desc->is_marker   = 0;
+    desc->event       = NULL;
+    desc->owns_event  = 0;
+    desc->status      = UCS_OK;
+    desc->comp        = comp;
+    desc->flush       = NULL;
+    desc->release     = release;
+    desc->release_arg = release_arg;
+    sq->batch_dst[i]  = (CUdeviceptr)(uintptr_t)dst;
+    sq->batch_src[i]  = (CUdeviceptr)(uintptr_t)src;
+    sq->batch_size[i] = length;
+    sq->batch_desc[i] = desc;
+    if (i == 0) {
+        ucs_list_add_tail(&async->batched, &sq->batch_link);
+    }
+    sq->batch_count = i + 1;
+    ++async->num_inflight;
+    if (sq->batch_count >= async->max_batch) {
+        cux_stream_queue_submit(sq);
+    }
+    return UCS_INPROGRESS;
+}
+
+void cux_async_submit(cux_async_t *async)
+{
+    cux_stream_queue_t *sq, *tmp;
+
+    ucs_list_for_each_safe(sq, tmp, &async->batched, batch_link) {
+        cux_stream_queue_submit(sq);
+    }
 }
 
 static void cux_async_dispatch_pending(cux_async_t *async)
@@ -224,6 +341,7 @@ static void cux_async_dispatch_pending(cux_async_t *async)
 
 unsigned cux_async_progress(cux_async_t *async)
 {
+    CUevent done_event;
     unsigned count = 0;
     cux_stream_queue_t *sq, *tmp;
     cux_flush_req_t *flush;
@@ -232,11 +350,16 @@ unsigned cux_async_progress(cux_async_t *async)
     cux_desc_t *desc;
     CUresult res;
 
+    if (ucs_unlikely(!ucs_list_is_empty(&async->batched))) {
+        cux_async_submit(async);
+    }
+
     ucs_list_for_each_safe(sq, tmp, &async->active, active) {
+        done_event = NULL; /* the event of the batch being completed: asked once, not once per copy */
         /* The queue may leave the active list when it drains: stop before touching it again. */
         while ((count < async->max_poll) && !ucs_queue_is_empty(&sq->descs)) {
             desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
-            if (desc->event == NULL) {
+            if (desc->is_marker) {
                 flush = desc->flush;
                 if (cux_stream_queue_pop(sq, desc)) {
                     uct_invoke_completion(flush->comp, UCS_OK);
@@ -245,12 +368,22 @@ unsigned cux_async_progress(cux_async_t *async)
                 continue;
             }
 
-            res = cux_drv.cuEventQuery(desc->event);
-            if (res == CUDA_ERROR_NOT_READY) {
-                break;
+            if (desc->event == NULL) {
+                status = desc->status;
+            } else if (desc->event == done_event) {
+                status = UCS_OK;
+            } else {
+                res = cux_drv.cuEventQuery(desc->event);
+                if (res == CUDA_ERROR_NOT_READY) {
+                    break;
+                }
+                status     = (res == CUDA_SUCCESS) ? UCS_OK :
+                             cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuEventQuery", __FILE__, __LINE__);
+                done_event = desc->event;
             }
-            status = (res == CUDA_SUCCESS) ? UCS_OK :
-                     cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuEventQuery", __FILE__, __LINE__);
+            if (desc->owns_event) {
+                done_event = NULL; /* the event goes back to the pool and may be recorded again */
+            }
             comp = desc->comp;
             cux_stream_queue_pop(sq, desc);
             if (comp != NULL) {
@@ -272,6 +405,7 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
     cux_stream_queue_t *sq;
     cux_desc_t *desc;
 
+    cux_async_submit(async); /* accepted copies come before the markers */
     if (ucs_list_is_empty(&async->active)) {
         return UCS_OK;
     }
@@ -291,10 +425,12 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
         if (desc == NULL) {
             break; /* the markers placed so far still complete the request; report the shortage */
         }
-        desc->event   = NULL;
-        desc->comp    = NULL;
-        desc->flush   = flush;
-        desc->release = NULL;
+        desc->is_marker  = 1;
+        desc->event      = NULL;
+        desc->owns_event = 0;
+        desc->comp       = NULL;
+        desc->flush      = flush;
+        desc->release    = NULL;
         ucs_queue_push(&sq->descs, &desc->qe);
         ++flush->markers;
     }
@@ -335,7 +471,7 @@ static int cux_stream_queue_head_done(cux_stream_queue_t *sq)
 {
     cux_desc_t *desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
 
-    return (desc->event == NULL) || (cux_drv.cuEventQuery(desc->event) != CUDA_ERROR_NOT_READY);
+    return desc->is_marker || (desc->event == NULL) || (cux_drv.cuEventQuery(desc->event) != CUDA_ERROR_NOT_READY);
 }
 
 ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
@@ -357,6 +493,7 @@ ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
     while (read(fd, &count, sizeof(count)) == sizeof(count)) {
         /* consume earlier wake-ups */
     }
+    cux_async_submit(async); /* sleeping with copies not issued would never wake */
 
     /* Anything progress could complete right now must be handled before sleeping. */
     ucs_list_for_each(sq, &async->active, active) {

@@ -6,6 +6,11 @@
  * ever queries the head of each queue. Only queues with work in flight are visited. Flush places a marker
  * behind the current tail of every busy queue and completes when all markers reach the head. Event arming
  * enqueues a host function that writes an eventfd, so a sleeping worker wakes when the GPU finishes.
+ *
+ * Copies may also be accepted into a queue's batch instead of being issued at once: the batch goes to the
+ * driver as one call (cuMemcpyBatchAsync) with one event at the next progress, flush or arm, or when it is
+ * full. A peer copy costs the CPU about 2 us to issue alone and 0.8 us in a batch of 16, and an event query
+ * about 1.3 us (bench/cux_opcost on H200): batching pays where many copies are in flight.
  */
 #ifndef CUX_ASYNC_H_
 #define CUX_ASYNC_H_
@@ -17,6 +22,10 @@
 #include <ucs/datastruct/queue.h>
 
 typedef struct cux_async cux_async_t;
+struct cux_desc;
+
+/* Most copies in one batch. */
+#define CUX_BATCH_MAX 32
 
 typedef struct cux_stream_queue {
     cux_async_t      *async;
@@ -26,6 +35,12 @@ typedef struct cux_stream_queue {
     ucs_queue_head_t descs;      /* in stream order */
     ucs_list_link_t  active;     /* in async->active while descs is not empty */
     volatile int     armed;      /* a wake-up host function is queued on the stream */
+    unsigned         batch_count;               /* copies accepted, not yet issued */
+    ucs_list_link_t  batch_link;                /* in async->batched while batch_count > 0 */
+    CUdeviceptr      batch_dst[CUX_BATCH_MAX];
+    CUdeviceptr      batch_src[CUX_BATCH_MAX];
+    size_t           batch_size[CUX_BATCH_MAX];
+    struct cux_desc  *batch_desc[CUX_BATCH_MAX];
 } cux_stream_queue_t;
 
 struct cux_async {
@@ -37,9 +52,11 @@ struct cux_async {
     unsigned         max_poll;      /* completions handled per progress call */
     ucs_queue_head_t pending;       /* uct_pending_req_t waiting for resources */
     int              event_fd;      /* -1 until asked for */
+    ucs_list_link_t  batched;       /* stream queues with accepted copies */
+    unsigned         max_batch;     /* copies per batch, at most CUX_BATCH_MAX */
 };
 
-void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll);
+void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
 
 /* All stream queues must have been cleaned up first. */
 void cux_async_cleanup(cux_async_t *async);
@@ -81,6 +98,17 @@ typedef void (*cux_async_release_func_t)(void *arg);
  */
 ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_async_release_func_t release,
                              void *release_arg);
+
+/*
+ * Accept a copy into sq's batch (issued by cux_async_submit, or at once when the batch is full); when it is
+ * done, release(release_arg) and then comp are called, as for cux_async_track. Needs no current context.
+ * Returns UCS_INPROGRESS, or an error when nothing was accepted.
+ */
+ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                  uct_completion_t *comp, cux_async_release_func_t release, void *release_arg);
+
+/* Issue every accepted copy. Progress, flush and arm call it first. */
+void cux_async_submit(cux_async_t *async);
 
 unsigned cux_async_progress(cux_async_t *async);
 

@@ -46,13 +46,10 @@ static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device,
     return UCS_OK;
 }
 
-/*
- * Issue one copy on a queue of a device, in that device's context. Synchronous when `synchronous`, else
- * tracked by the async engine with comp and release (see cux_async_track for who releases when).
- */
 /* How cux_dev_copy completes a copy. */
 typedef enum {
     CUX_DEV_COPY_ASYNC,   /* tracked: comp is called from progress */
+    CUX_DEV_COPY_BATCH,   /* the same, issued with others of its queue (cux_async_batch_copy) */
     CUX_DEV_COPY_BLOCK,   /* done on return, waiting in cuStreamSynchronize */
     CUX_DEV_COPY_SPIN     /* done on return, polling the stream (a short copy finishes in microseconds) */
 } cux_dev_copy_mode_t;
@@ -67,6 +64,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_stream_spin(CUstream stream)
     return (res == CUDA_SUCCESS) ? UCS_OK : CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
 }
 
+/*
+ * Issue one copy on a queue of a device, in that device's context: done on return (BLOCK, SPIN), or tracked
+ * by the async engine with comp and release (ASYNC, BATCH; see cux_async_track for who releases when).
+ */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
                                                      const void *src, size_t length, cux_dev_copy_mode_t mode,
                                                      uct_completion_t *comp, cux_async_release_func_t release,
@@ -76,6 +77,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUstream stream;
+
+    if (mode == CUX_DEV_COPY_BATCH) {
+        return cux_async_batch_copy(sq, dst, src, length, comp, release, release_arg);
+    }
 
     status = cux_ctx_enter(res->ctx, &guard);
     if (ucs_unlikely(status != UCS_OK)) {

@@ -26,7 +26,7 @@ UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t 
     self->perf.bandwidth = config->bandwidth;
     self->perf.latency   = config->latency;
     self->perf.overhead  = config->overhead;
-    cux_async_init(&self->async, config->max_inflight, config->max_poll);
+    cux_async_init(&self->async, config->max_inflight, config->max_poll, 1); /* a transport may batch */
     cux_dev_table_init(&self->devs, &self->async, num_queues);
     return UCS_OK;
 }

@@ -27,7 +27,8 @@ static char cux_driver_errbuf[256];
 static const struct {
     const char *name;
     int        version;
-} cux_driver_entries[] = {CUX_DRIVER_FUNCS(CUX_DRIVER_ENTRY)};
+} cux_driver_entries[] = {CUX_DRIVER_FUNCS(CUX_DRIVER_ENTRY)},
+  cux_driver_optional_entries[] = {CUX_DRIVER_OPTIONAL_FUNCS(CUX_DRIVER_ENTRY)};
 
 static ucs_status_t cux_driver_fail(ucs_status_t status, const char *fmt, ...)
 {
@@ -54,6 +55,17 @@ static ucs_status_t cux_driver_resolve(cux_get_proc_address_v2_t get_proc)
             return cux_driver_fail(UCS_ERR_UNSUPPORTED,
                                    "driver has no %s with the ABI of CUDA %d (error %d, lookup %d): driver too old?",
                                    cux_driver_entries[i].name, cux_driver_entries[i].version, (int)res, (int)qres);
+        }
+    }
+
+    void **optional_slots[] = {CUX_DRIVER_OPTIONAL_FUNCS(CUX_DRIVER_SLOT)};
+    for (i = 0; i < sizeof(optional_slots) / sizeof(optional_slots[0]); ++i) {
+        res = get_proc(cux_driver_optional_entries[i].name, optional_slots[i],
+                       cux_driver_optional_entries[i].version, CU_GET_PROC_ADDRESS_DEFAULT, &qres);
+        if ((res != CUDA_SUCCESS) || (qres != CU_GET_PROC_ADDRESS_SUCCESS)) {
+            *optional_slots[i] = NULL;
+            ucs_debug("cuda driver has no %s (CUDA %d ABI): using a fallback", cux_driver_optional_entries[i].name,
+                      cux_driver_optional_entries[i].version);
         }
     }
     return UCS_OK;

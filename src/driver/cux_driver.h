@@ -68,10 +68,15 @@
     _f(cuMemSetAccess, 10020) \
     _f(cuMemGetAllocationGranularity, 10020)
 
+/* Entry points used when the driver has them: NULL otherwise, and the caller falls back. */
+#define CUX_DRIVER_OPTIONAL_FUNCS(_f) \
+    _f(cuMemcpyBatchAsync, 13000)
+
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 
 typedef struct cux_driver {
     CUX_DRIVER_FUNCS(CUX_DRIVER_FIELD)
+    CUX_DRIVER_OPTIONAL_FUNCS(CUX_DRIVER_FIELD)
 } cux_driver_t;
 
 /* Filled by cux_driver_load(); read-only afterwards. */

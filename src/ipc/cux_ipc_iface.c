@@ -11,8 +11,14 @@
 
 #define CUX_IPC_DEV_NAME "cuda"
 
+/* cux_iface_config_t comes first in cux_ipc_iface_config_t, so the common fields keep their offsets. */
 static ucs_config_field_t cux_ipc_iface_config_table[] = {
     CUX_IFACE_CONFIG_FIELDS("300000MBs", "2us", "2us"),
+    {"MAX_BATCH", "16",
+     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers): copies wait to\n"
+     "be issued together until the next progress call or until this many are waiting. 1 issues every\n"
+     "copy at once, in its own call.",
+     ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     {NULL}
 };
 
@@ -101,7 +107,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     /* One queue per peer device keeps copies to different GPUs apart. */
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
-                          put ? iov[0].buffer : remote, length, CUX_DEV_COPY_ASYNC, comp,
+                          put ? iov[0].buffer : remote, length,
+                          iface->batch ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
                           (region != NULL) ? cux_ipc_region_release : NULL, region);
     if ((status != UCS_INPROGRESS) && (region != NULL)) {
         cux_ipc_cache_put(&cux_ipc_cache, region);
@@ -197,6 +204,9 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
     self->system_id = ucs_get_system_id();
     self->pid       = getpid();
+    self->batch     = ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch > 1;
+    self->super.async.max_batch = ucs_min(ucs_max(ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch, 1),
+                                          CUX_BATCH_MAX);
     return UCS_OK;
 }
 
@@ -225,6 +235,6 @@ uct_tl_t cux_ipc_tl = {
         .name      = "cuda_ipc transport",
         .prefix    = CUX_IPC_CONFIG_PREFIX,
         .table     = cux_ipc_iface_config_table,
-        .size      = sizeof(cux_iface_config_t),
+        .size      = sizeof(cux_ipc_iface_config_t),
     },
 };
