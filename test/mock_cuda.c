@@ -403,6 +403,40 @@ static CUresult m_cuMemHostRegister(void *p, size_t n, unsigned flags)
 
 static CUresult m_cuMemHostUnregister(void *p) { return mock_untrack((uintptr_t)p, 1); }
 
+static CUresult m_cuMemHostAlloc(void **p, size_t n, unsigned flags)
+{
+    CUresult res;
+
+    *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+    if (*p == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    res = mock_track((uintptr_t)*p, n, -1, 0, 1, -1, 0);
+    if (res != CUDA_SUCCESS) {
+        free(*p);
+    }
+    return res;
+}
+
+static CUresult m_cuMemFreeHost(void *p)
+{
+    CUresult res = mock_untrack((uintptr_t)p, 1);
+
+    if (res == CUDA_SUCCESS) {
+        free(p);
+    }
+    return res;
+}
+
+/* Peer access needs no set-up in host memory; the driver's answers are imitated. */
+static CUresult m_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
+{
+    return (mock_current == NULL) ? CUDA_ERROR_INVALID_CONTEXT :
+           (mock_current == peer) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxDisablePeerAccess(CUcontext peer) { return CUDA_SUCCESS; }
+
 static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     mock_alloc_t *a;
@@ -671,7 +705,8 @@ static const struct {
     MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuStreamQuery), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
     MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync), MOCK_SYM(cuMemcpyBatchAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
-    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
+    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuMemHostAlloc), MOCK_SYM(cuMemFreeHost),
+    MOCK_SYM(cuCtxEnablePeerAccess), MOCK_SYM(cuCtxDisablePeerAccess), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
     MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle), MOCK_SYM(cuMemCreate), MOCK_SYM(cuMemRelease),
     MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
     MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),

@@ -8,6 +8,10 @@
 #include <poll.h>
 #include <cstring>
 
+extern "C" {
+#include "base/cux_link_perf.h"
+}
+
 using namespace cux_test;
 
 static std::vector<buf_kind> kinds()
@@ -99,6 +103,29 @@ TEST_F(copy, put_zcopy_every_direction)  { all_directions(op::put_zcopy, false);
 TEST_F(copy, get_zcopy_every_direction)  { all_directions(op::get_zcopy, false); }
 TEST_F(copy, put_zcopy_registered_local) { all_directions(op::put_zcopy, true, 1 << 20); }
 TEST_F(copy, get_zcopy_registered_local) { all_directions(op::get_zcopy, true, 1 << 20); }
+
+/* BW and LAT "auto" (the default) report the measured host -> GPU link; an explicit value wins. */
+TEST_F(copy, reported_performance_is_measured_once_unless_configured)
+{
+    cux_link_perf_t first, again;
+    uct_iface_attr_t attr;
+
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    ASSERT_EQ(UCS_OK, cux_link_perf_get(CUX_LINK_HOST, 0, &first));
+    EXPECT_GT(first.bandwidth, 0);
+    EXPECT_GT(first.latency, 0);
+    EXPECT_DOUBLE_EQ(first.bandwidth, attr.bandwidth.shared);
+    EXPECT_DOUBLE_EQ(first.latency, attr.latency.c);
+    ASSERT_EQ(UCS_OK, cux_link_perf_get(CUX_LINK_HOST, 0, &again));
+    EXPECT_EQ(0, memcmp(&first, &again, sizeof(first))) << "measured again instead of cached";
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_link_perf_get(CUX_LINK_HOST, CUX_LINK_HOST, &again));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_link_perf_get(0, 1000, &again));
+
+    open_iface({{"BW", "1234MBs"}, {"LAT", "3us"}});
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    EXPECT_DOUBLE_EQ(1234.0 * (1 << 20), attr.bandwidth.shared);
+    EXPECT_NEAR(3e-6, attr.latency.c, 1e-8);
+}
 
 TEST_F(copy, zero_length_is_a_no_op)
 {

@@ -4,6 +4,7 @@
 #include "cux_iface.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/time/time.h>
 
 #define cux_iface(_tl_iface) ucs_derived_of(_tl_iface, cux_iface_t)
 
@@ -24,8 +25,9 @@ UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t 
 
     self->num_devices    = cux_device_count();
     self->perf.bandwidth = config->bandwidth;
-    self->perf.latency   = config->latency;
+    self->perf.latency   = (config->latency == UCS_TIME_AUTO) ? -1.0 : ucs_time_to_sec(config->latency);
     self->perf.overhead  = config->overhead;
+    self->measure        = NULL;
     cux_async_init(&self->async, config->max_inflight, config->max_poll, 1); /* a transport may batch */
     cux_dev_table_init(&self->devs, &self->async, num_queues);
     return UCS_OK;
@@ -40,8 +42,26 @@ static UCS_CLASS_CLEANUP_FUNC(cux_iface_t)
 
 UCS_CLASS_DEFINE(cux_iface_t, uct_base_iface_t);
 
+/* BW or LAT set to auto: measured on the first query (the measurement is cached process-wide). */
+static void cux_iface_resolve_perf(cux_iface_t *iface)
+{
+    double bandwidth, latency;
+
+    if (!UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth) && (iface->perf.latency >= 0)) {
+        return;
+    }
+    iface->measure(iface, &bandwidth, &latency);
+    if (UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
+        iface->perf.bandwidth = bandwidth;
+    }
+    if (iface->perf.latency < 0) {
+        iface->perf.latency = latency;
+    }
+}
+
 void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr)
 {
+    cux_iface_resolve_perf(iface);
     uct_base_iface_query(&iface->super, attr);
     attr->ep_addr_len            = 0;
     attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_FD;

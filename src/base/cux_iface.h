@@ -13,8 +13,8 @@ typedef struct cux_iface_config {
     uct_iface_config_t super;
     unsigned           max_poll;
     unsigned           max_inflight;
-    double             bandwidth;
-    double             latency;
+    double             bandwidth;   /* UCS_CONFIG_BW_AUTO: measured */
+    ucs_time_t         latency;     /* UCS_TIME_AUTO: measured */
     double             overhead;
 } cux_iface_config_t;
 
@@ -30,26 +30,33 @@ typedef struct cux_iface_config {
      "follows the peak of operations in flight.", \
      ucs_offsetof(cux_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT}, \
     {"BW", _bw, \
-     "Bandwidth reported to UCP for its protocol selection.", \
+     "Bandwidth reported to UCP for its protocol selection; auto: measured once per process on the\n" \
+     "device links this transport uses.", \
      ucs_offsetof(cux_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW}, \
     {"LAT", _lat, \
-     "Latency reported to UCP for its protocol selection.", \
-     ucs_offsetof(cux_iface_config_t, latency), UCS_CONFIG_TYPE_TIME}, \
+     "Latency reported to UCP for its protocol selection; auto: measured like BW.", \
+     ucs_offsetof(cux_iface_config_t, latency), UCS_CONFIG_TYPE_TIME_UNITS}, \
     {"OVERHEAD", _overhead, \
      "CPU overhead per operation reported to UCP.", \
      ucs_offsetof(cux_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME}
 
-typedef struct cux_iface {
+typedef struct cux_iface cux_iface_t;
+
+/* A transport's measured bandwidth (bytes/s) and latency (s), for BW or LAT set to auto. */
+typedef void (*cux_iface_measure_func_t)(cux_iface_t *iface, double *bandwidth_p, double *latency_p);
+
+struct cux_iface {
     uct_base_iface_t super;
     cux_async_t      async;
     cux_dev_table_t  devs;
     int              num_devices;
     struct {
-        double       bandwidth;
-        double       latency;
+        double       bandwidth;      /* UCS_CONFIG_BW_AUTO until measured */
+        double       latency;        /* negative until measured */
         double       overhead;
     } perf;
-} cux_iface_t;
+    cux_iface_measure_func_t measure;  /* set by the transport */
+};
 
 UCS_CLASS_DECLARE(cux_iface_t, uct_iface_ops_t*, uct_iface_internal_ops_t*, uct_md_h, uct_worker_h,
                   const uct_iface_params_t*, const uct_iface_config_t*, const char*, const char*, unsigned);

@@ -3,8 +3,10 @@
  */
 #include "cux_copy_iface.h"
 #include "cux_copy_ep.h"
+#include "base/cux_link_perf.h"
 
 #include <ucs/sys/sys.h>
+#include <ucs/sys/math.h>
 #include <unistd.h>
 
 #define CUX_COPY_DEV_NAME "cuda"
@@ -13,7 +15,7 @@ static const char *cux_copy_wait_names[] = {"spin", "block", NULL};
 
 /* cux_iface_config_t comes first in cux_copy_iface_config_t, so the common fields keep their offsets. */
 static ucs_config_field_t cux_copy_iface_config_table[] = {
-    CUX_IFACE_CONFIG_FIELDS("10000MBs", "8us", "0"),
+    CUX_IFACE_CONFIG_FIELDS("auto", "auto", "0"),
     {"SHORT_WAIT", "spin",
      "How a short operation (put_short, get_short: UCP 1.13 packs and unpacks GPU memory with them, one per\n"
      "fragment) waits for its copy:\n"
@@ -83,12 +85,28 @@ static uct_iface_ops_t cux_copy_iface_ops = {
 static uct_iface_internal_ops_t cux_copy_iface_internal_ops =
         CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf);
 
+/* UCP 1.13 uses cuda_copy for copies between host and GPU memory: the host -> device link of the caller's
+ * GPU. Without a measurement, UCX's own module's figures. */
+static void cux_copy_iface_measure(cux_iface_t *iface, double *bandwidth_p, double *latency_p)
+{
+    cux_link_perf_t perf;
+
+    if (cux_link_perf_get(CUX_LINK_HOST, cux_link_local_device(), &perf) == UCS_OK) {
+        *bandwidth_p = perf.bandwidth;
+        *latency_p   = perf.latency;
+    } else {
+        *bandwidth_p = 10000.0 * UCS_MBYTE;
+        *latency_p   = 8e-6;
+    }
+}
+
 static UCS_CLASS_INIT_FUNC(cux_copy_iface_t, uct_md_h md, uct_worker_h worker,
                            const uct_iface_params_t *params, const uct_iface_config_t *tl_config)
 {
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_copy_iface_ops, &cux_copy_iface_internal_ops, md, worker, params,
                               tl_config, CUX_COPY_TL_NAME, CUX_COPY_DEV_NAME, CUX_COPY_QUEUE_LAST);
-    self->id         = cux_copy_process_id();
+    self->id            = cux_copy_process_id();
+    self->super.measure = cux_copy_iface_measure;
     self->short_wait = (ucs_derived_of(tl_config, cux_copy_iface_config_t)->short_wait == 0) ?
                        CUX_DEV_COPY_SPIN : CUX_DEV_COPY_BLOCK;
     return UCS_OK;

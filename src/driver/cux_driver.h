@@ -37,6 +37,8 @@
     _f(cuCtxPushCurrent, 4000) \
     _f(cuCtxPopCurrent, 4000) \
     _f(cuCtxGetDevice, 2000) \
+    _f(cuCtxEnablePeerAccess, 4000) \
+    _f(cuCtxDisablePeerAccess, 4000) \
     _f(cuStreamCreate, 2000) \
     _f(cuStreamDestroy, 4000) \
     _f(cuStreamSynchronize, 2000) \
@@ -51,6 +53,8 @@
     _f(cuMemAllocManaged, 6000) \
     _f(cuMemFree, 3020) \
     _f(cuMemHostRegister, 6050) \
+    _f(cuMemHostAlloc, 2020) \
+    _f(cuMemFreeHost, 2000) \
     _f(cuMemHostUnregister, 4000) \
     _f(cuPointerGetAttributes, 7000) \
     _f(cuIpcGetMemHandle, 4010) \

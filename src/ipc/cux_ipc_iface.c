@@ -2,6 +2,7 @@
  * cuda_ipc interface and endpoint: see cux_ipc_iface.h.
  */
 #include "cux_ipc_iface.h"
+#include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
@@ -13,7 +14,7 @@
 
 /* cux_iface_config_t comes first in cux_ipc_iface_config_t, so the common fields keep their offsets. */
 static ucs_config_field_t cux_ipc_iface_config_table[] = {
-    CUX_IFACE_CONFIG_FIELDS("300000MBs", "2us", "2us"),
+    CUX_IFACE_CONFIG_FIELDS("auto", "auto", "2us"),
     {"MAX_BATCH", "16",
      "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers): copies wait to\n"
      "be issued together until the next progress call or until this many are waiting. 1 issues every\n"
@@ -197,13 +198,42 @@ static uct_iface_ops_t cux_ipc_iface_ops = {
 static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
         CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf);
 
+/* The best link from the caller's GPU to a GPU it can reach (itself included: two processes may share a
+ * GPU). The interface is one device for every peer, so it reports its best link; without a measurement,
+ * the figures of an NVLink peer. */
+static void cux_ipc_iface_measure(cux_iface_t *iface, double *bandwidth_p, double *latency_p)
+{
+    int local = cux_link_local_device();
+    cux_link_perf_t perf;
+    int peer, access;
+
+    *bandwidth_p = 0;
+    *latency_p   = 0;
+    for (peer = 0; peer < cux_device_count(); ++peer) {
+        access = (peer == local);
+        if (!access && (cux_drv.cuDeviceCanAccessPeer(&access, cux_device_get(local)->cu_dev,
+                                                      cux_device_get(peer)->cu_dev) != CUDA_SUCCESS)) {
+            access = 0;
+        }
+        if (access && (cux_link_perf_get(local, peer, &perf) == UCS_OK)) {
+            *bandwidth_p = ucs_max(*bandwidth_p, perf.bandwidth);
+            *latency_p   = (*latency_p == 0) ? perf.latency : ucs_min(*latency_p, perf.latency);
+        }
+    }
+    if (*bandwidth_p == 0) {
+        *bandwidth_p = 300000.0 * UCS_MBYTE;
+        *latency_p   = 2e-6;
+    }
+}
+
 static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_ipc_iface_ops, &cux_ipc_iface_internal_ops, md, worker, params,
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
-    self->system_id = ucs_get_system_id();
-    self->pid       = getpid();
+    self->system_id     = ucs_get_system_id();
+    self->pid           = getpid();
+    self->super.measure = cux_ipc_iface_measure;
     self->batch     = ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch > 1;
     self->super.async.max_batch = ucs_min(ucs_max(ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch, 1),
                                           CUX_BATCH_MAX);
