@@ -79,6 +79,7 @@ static struct {
     CUresult (*alloc_managed)(CUdeviceptr*, size_t, unsigned);
     CUresult (*free)(CUdeviceptr);
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*ctx_sync)(void);
     CUresult (*default_pool)(CUmemoryPool*, CUdevice);
     CUresult (*alloc_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
     CUresult (*free_async)(CUdeviceptr, CUstream);
@@ -123,6 +124,7 @@ static int cuda_open(int device)
     CHECK_SYM(alloc_managed, "cuMemAllocManaged");
     CHECK_SYM(free, "cuMemFree_v2");
     CHECK_SYM(copy, "cuMemcpy");
+    CHECK_SYM(ctx_sync, "cuCtxSynchronize");
     CHECK_SYM(default_pool, "cuDeviceGetDefaultMemPool");
     CHECK_SYM(alloc_pool, "cuMemAllocFromPoolAsync");
     CHECK_SYM(free_async, "cuMemFreeAsync");
@@ -137,6 +139,7 @@ static int cuda_open(int device)
     CHECK_SYM(rt_free, "cudaFree");
 #endif
     if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
+        !cu.ctx_sync ||
         cu.init(0) || cu.device_count(&count)) {
         fprintf(stderr, "the CUDA driver lacks an entry point or does not initialise\n");
         return -1;
@@ -239,13 +242,16 @@ static int mem_check_cache(const check_mem_t *mem, void *ptr, size_t size)
     return 0;
 }
 
+/* As a program must before handing a buffer to UCX: cuMemcpy from pageable memory may return before its DMA
+ * reaches the GPU, and UCX's copies run on streams not ordered with it (seen on the GPU host: the sender's
+ * data, or the receiver's poison, landing after UCX's copy). */
 static int mem_copy(const check_mem_t *mem, void *dst, const void *src, size_t size)
 {
     if (mem->kind == KIND_HOST) {
         memcpy(dst, src, size);
         return 0;
     }
-    return cu.copy((uintptr_t)dst, (uintptr_t)src, size) ? -1 : 0;
+    return (cu.copy((uintptr_t)dst, (uintptr_t)src, size) || cu.ctx_sync()) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ one side of a case */

@@ -748,6 +748,8 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return m_cuMemAllocManaged(p, n, f); }
 CUresult cuMemFree(CUdeviceptr p) { return m_cuMemFree(p); }
 
+CUresult cuCtxSynchronize(void) { return (mock_current == NULL) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS; }
+
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     struct CUstream_st stream = {mock_current_device()};
