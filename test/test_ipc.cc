@@ -332,6 +332,18 @@ protected:
         return (status == UCS_INPROGRESS) ? wait(&comp.comp) : status;
     }
 
+    /* put our data (seed) into the remote buffer and check it there; then get the peer's data (seed + 1) back */
+    void round_trip(buffer &local, const remote_buf &rb, size_t size, uint64_t seed)
+    {
+        local.write(pattern(seed, size));
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, seed)) << "put data mismatch";
+        local.write(std::vector<uint8_t>(size, 0xa5));
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, seed + 1));
+        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_TRUE(local.read() == pattern(seed + 1, size)) << "get data mismatch";
+    }
+
     struct counters {
         unsigned long regions, hits, misses, stale, evictions;
         size_t        size;
@@ -497,12 +509,7 @@ TEST_F(ipc_transport, peer_with_other_visible_devices_is_matched_by_uuid)
         remote_buf rb = remote_alloc(size, 0, 31);
         ASSERT_NE(0u, rb.addr);
         EXPECT_EQ(1, ((cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->peer_device) << "peer's GPU0 is our GPU1";
-        local.write(pattern(32, size));
-        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 32));
-        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 33));
-        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_TRUE(local.read() == pattern(33, size));
+        round_trip(local, rb, size, 32);
         remote_free(rb);
     }
 }
@@ -516,12 +523,7 @@ TEST_F(ipc_transport, vmm_memory_travels_as_a_file_descriptor)
         SCOPED_TRACE("peer GPU" + std::to_string(device));
         remote_buf rb = remote_alloc(size, device, 7, alloc_vmm_fd);
         ASSERT_NE(0u, rb.addr);
-        local.write(pattern(21, size));
-        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 21));
-        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 22));
-        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_TRUE(local.read() == pattern(22, size));
+        round_trip(local, rb, size, 21);
         remote_free(rb);
     }
 }

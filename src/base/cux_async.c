@@ -90,6 +90,20 @@ static cux_desc_t *cux_desc_get(cux_async_t *async)
     return desc;
 }
 
+/* An operation's descriptor: completes when event does (status, if it has none), then calls release and comp. */
+static void cux_desc_init_op(cux_desc_t *desc, CUevent event, int owns_event, uct_completion_t *comp,
+                             cux_async_release_func_t release, void *release_arg)
+{
+    desc->is_marker   = 0;
+    desc->event       = event;
+    desc->owns_event  = owns_event;
+    desc->status      = UCS_OK;
+    desc->comp        = comp;
+    desc->flush       = NULL;
+    desc->release     = release;
+    desc->release_arg = release_arg;
+}
+
 static inline void cux_desc_put(cux_async_t *async, cux_desc_t *desc)
 {
     ucs_queue_push(&async->free_descs, &desc->qe);
@@ -201,13 +215,7 @@ ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux
         goto err_put_desc;
     }
 
-    desc->is_marker   = 0;
-    desc->event       = event;
-    desc->owns_event  = 1;
-    desc->comp        = comp;
-    desc->flush       = NULL;
-    desc->release     = release;
-    desc->release_arg = release_arg;
+    cux_desc_init_op(desc, event, 1, comp, release, release_arg);
     cux_stream_queue_push(sq, desc);
     ++sq->async->num_inflight;
     return UCS_INPROGRESS;
@@ -288,14 +296,7 @@ ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void 
     if (ucs_unlikely(desc == NULL)) {
         return UCS_ERR_NO_MEMORY;
     }
-    desc->is_marker   = 0;
-    desc->event       = NULL;
-    desc->owns_event  = 0;
-    desc->status      = UCS_OK;
-    desc->comp        = comp;
-    desc->flush       = NULL;
-    desc->release     = release;
-    desc->release_arg = release_arg;
+    cux_desc_init_op(desc, NULL, 0, comp, release, release_arg); /* the event comes at submission */
     sq->batch_dst[i]  = (CUdeviceptr)(uintptr_t)dst;
     sq->batch_src[i]  = (CUdeviceptr)(uintptr_t)src;
     sq->batch_size[i] = length;

@@ -152,63 +152,43 @@ ucs_status_t ucm_set_event_handler(int events, int priority, ucm_event_callback_
         next_##_name = (_type)dlsym(RTLD_NEXT, #_name); \
     }
 
-/* Driver calls: CUresult, with the real symbol names the CUDA 12+ headers map the API names to. */
-#define CUX_MT_DRIVER_ALLOC(_name, _mem_type, _params, _args, _ptr, _size) \
-    typedef CUresult (*cux_mt_##_name##_fn_t) _params; \
-    CUresult _name _params \
+/* An allocation call: the next definition, then the new buffer reported. _ret_t, _ok and _unsupported are
+ * the status type and codes of the API (the driver's CUresult or the runtime's). */
+#define CUX_MT_ALLOC(_ret_t, _ok, _unsupported, _name, _mem_type, _params, _args, _ptr, _size) \
+    typedef _ret_t (*cux_mt_##_name##_fn_t) _params; \
+    _ret_t _name _params \
     { \
-        CUresult res; \
+        _ret_t res; \
         CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
         if (next_##_name == NULL) { \
-            return CUDA_ERROR_NOT_SUPPORTED; \
+            return _unsupported; \
         } \
         res = next_##_name _args; \
-        if (res == CUDA_SUCCESS) { \
+        if (res == _ok) { \
             cux_memtype_alloc((uintptr_t)(_ptr), (_size), (_mem_type)); \
         } \
         return res; \
     }
 
-#define CUX_MT_DRIVER_FREE(_name, _params, _args, _ptr) \
-    typedef CUresult (*cux_mt_##_name##_fn_t) _params; \
-    CUresult _name _params \
+/* A release call: the buffer reported gone first, then the next definition. */
+#define CUX_MT_FREE(_ret_t, _unsupported, _name, _params, _args, _ptr) \
+    typedef _ret_t (*cux_mt_##_name##_fn_t) _params; \
+    _ret_t _name _params \
     { \
         CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
         if (next_##_name == NULL) { \
-            return CUDA_ERROR_NOT_SUPPORTED; \
+            return _unsupported; \
         } \
         cux_memtype_free((uintptr_t)(_ptr)); \
         return next_##_name _args; \
     }
 
-/* Runtime calls: the same with the runtime's status codes. */
-#define CUX_MT_RUNTIME_ALLOC(_name, _mem_type, _params, _args, _ptr, _size) \
-    typedef cux_cudart_status_t (*cux_mt_##_name##_fn_t) _params; \
-    cux_cudart_status_t _name _params \
-    { \
-        cux_cudart_status_t res; \
-        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
-        if (next_##_name == NULL) { \
-            return CUX_CUDART_ERROR_NOT_SUPPORTED; \
-        } \
-        res = next_##_name _args; \
-        if (res == CUX_CUDART_SUCCESS) { \
-            cux_memtype_alloc((uintptr_t)(_ptr), (_size), (_mem_type)); \
-        } \
-        return res; \
-    }
-
-#define CUX_MT_RUNTIME_FREE(_name, _params, _args, _ptr) \
-    typedef cux_cudart_status_t (*cux_mt_##_name##_fn_t) _params; \
-    cux_cudart_status_t _name _params \
-    { \
-        CUX_MT_NEXT(cux_mt_##_name##_fn_t, _name); \
-        if (next_##_name == NULL) { \
-            return CUX_CUDART_ERROR_NOT_SUPPORTED; \
-        } \
-        cux_memtype_free((uintptr_t)(_ptr)); \
-        return next_##_name _args; \
-    }
+/* Driver calls go by the real symbol names that the CUDA 12+ headers map the API names to. */
+#define CUX_MT_DRIVER_ALLOC(...)  CUX_MT_ALLOC(CUresult, CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED, __VA_ARGS__)
+#define CUX_MT_DRIVER_FREE(...)   CUX_MT_FREE(CUresult, CUDA_ERROR_NOT_SUPPORTED, __VA_ARGS__)
+#define CUX_MT_RUNTIME_ALLOC(...) \
+    CUX_MT_ALLOC(cux_cudart_status_t, CUX_CUDART_SUCCESS, CUX_CUDART_ERROR_NOT_SUPPORTED, __VA_ARGS__)
+#define CUX_MT_RUNTIME_FREE(...)  CUX_MT_FREE(cux_cudart_status_t, CUX_CUDART_ERROR_NOT_SUPPORTED, __VA_ARGS__)
 
 CUX_MT_DRIVER_ALLOC(cuMemAlloc_v2, UCS_MEMORY_TYPE_CUDA, (CUdeviceptr *p, size_t n), (p, n), *p, n)
 CUX_MT_DRIVER_ALLOC(cuMemAllocPitch_v2, UCS_MEMORY_TYPE_CUDA,
