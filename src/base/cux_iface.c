@@ -50,7 +50,12 @@ static void cux_iface_resolve_perf(cux_iface_t *iface)
     if (!UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth) && (iface->perf.latency >= 0)) {
         return;
     }
-    iface->measure(iface, &bandwidth, &latency);
+    if (iface->measure == NULL) { /* a transport that measures nothing reports "unknown" as nothing */
+        bandwidth = 0;
+        latency   = 0;
+    } else {
+        iface->measure(iface, &bandwidth, &latency);
+    }
     if (UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
         iface->perf.bandwidth = bandwidth;
     }

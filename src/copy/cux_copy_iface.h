@@ -23,7 +23,7 @@ enum {
 
 typedef struct cux_copy_iface_config {
     cux_iface_config_t super;
-    int                short_wait;   /* cux_copy_wait_t */
+    int                short_wait;   /* SHORT_WAIT, an index into its names: 0 spin, 1 block */
 } cux_copy_iface_config_t;
 
 typedef struct cux_copy_iface {

@@ -19,9 +19,9 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      * eagerly, through two synchronous copies (tag_lat 64 KB 1.13x of UCX's module, against 0.91x). */
     CUX_IFACE_CONFIG_FIELDS("auto", "2us", "2us"),
     {"MAX_BATCH", "16",
-     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers): copies wait to\n"
-     "be issued together until the next progress call or until this many are waiting. 1 issues every\n"
-     "copy at once, in its own call.",
+     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers), at most 32:\n"
+     "copies wait to be issued together until the next progress call or until this many are waiting.\n"
+     "1 issues every copy at once, in its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     {NULL}
 };
@@ -232,14 +232,15 @@ static void cux_ipc_iface_measure(cux_iface_t *iface, double *bandwidth_p, doubl
 static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
+    const cux_ipc_iface_config_t *config = ucs_derived_of(tl_config, cux_ipc_iface_config_t);
+
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_ipc_iface_ops, &cux_ipc_iface_internal_ops, md, worker, params,
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
     self->system_id     = ucs_get_system_id();
     self->pid           = getpid();
     self->super.measure = cux_ipc_iface_measure;
-    self->batch     = ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch > 1;
-    self->super.async.max_batch = ucs_min(ucs_max(ucs_derived_of(tl_config, cux_ipc_iface_config_t)->max_batch, 1),
-                                          CUX_BATCH_MAX);
+    self->batch         = config->max_batch > 1;
+    self->super.async.max_batch = ucs_min(ucs_max(config->max_batch, 1), CUX_BATCH_MAX);
     return UCS_OK;
 }
 
