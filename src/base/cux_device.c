@@ -112,6 +112,13 @@ ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p)
     return status;
 }
 
+int cux_device_current(void)
+{
+    CUdevice cu_dev;
+
+    return (cux_drv.cuCtxGetDevice(&cu_dev) == CUDA_SUCCESS) ? (int)cu_dev : -1;
+}
+
 int cux_device_by_uuid(const CUuuid *uuid)
 {
     int i;

@@ -33,6 +33,10 @@ ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p);
 /* Ordinal of a device given its UUID, or -1. */
 int cux_device_by_uuid(const CUuuid *uuid);
 
+/* Ordinal of the device of the calling thread's current context (devices are numbered as the driver does),
+ * or -1 when the thread has none. */
+int cux_device_current(void);
+
 /*
  * Make a context current for a short stretch of work and put the caller's back afterwards. A thread with no
  * current context keeps ours: that saves the switch on the next call and changes nothing for the caller.

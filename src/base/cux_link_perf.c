@@ -35,22 +35,6 @@ static int cux_link_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int cux_link_local_device(void)
-{
-    CUcontext current = NULL, ctx;
-    int i;
-
-    if ((cux_drv.cuCtxGetCurrent(&current) != CUDA_SUCCESS) || (current == NULL)) {
-        return 0;
-    }
-    for (i = 0; i < cux_device_count(); ++i) {
-        if ((cux_device_ctx(i, &ctx) == UCS_OK) && (ctx == current)) {
-            return i;
-        }
-    }
-    return 0;
-}
-
 static ucs_status_t cux_link_alloc(int where, CUdeviceptr *ptr_p)
 {
     cux_ctx_guard_t guard;

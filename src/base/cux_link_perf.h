@@ -18,7 +18,4 @@ typedef struct cux_link_perf {
 /* Copies from src to dst (device ordinals or CUX_LINK_HOST; equal devices: within one GPU). Thread-safe. */
 ucs_status_t cux_link_perf_get(int src, int dst, cux_link_perf_t *perf);
 
-/* The device of the calling thread's current context, or 0. */
-int cux_link_local_device(void);
-
 #endif

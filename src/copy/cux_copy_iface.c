@@ -91,7 +91,7 @@ static void cux_copy_iface_measure(cux_iface_t *iface, double *bandwidth_p, doub
 {
     cux_link_perf_t perf;
 
-    if (cux_link_perf_get(CUX_LINK_HOST, cux_link_local_device(), &perf) == UCS_OK) {
+    if (cux_link_perf_get(CUX_LINK_HOST, ucs_max(cux_device_current(), 0), &perf) == UCS_OK) {
         *bandwidth_p = perf.bandwidth;
         *latency_p   = perf.latency;
     } else {
@@ -125,11 +125,11 @@ static UCS_CLASS_DEFINE_DELETE_FUNC(cux_copy_iface_t, uct_iface_t);
 static ucs_status_t cux_copy_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
                                            unsigned *num_devices_p)
 {
-    CUdevice cu_dev   = 0;
+    int current       = cux_device_current();
     cux_device_t *dev = NULL;
 
-    if (cux_drv.cuCtxGetDevice(&cu_dev) == CUDA_SUCCESS) {
-        dev = cux_device_get((int)cu_dev);
+    if (current >= 0) {
+        dev = cux_device_get(current);
     } else if (cux_device_count() == 1) {
         dev = cux_device_get(0);
     }

@@ -8,6 +8,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/memory/memtype_cache.h>
+#include <ucs/sys/math.h>
 #include <string.h>
 
 static ucs_config_field_t cux_copy_md_config_table[] = {
@@ -44,15 +45,11 @@ static ucs_status_t cux_copy_md_query(uct_md_h md, cux_md_attr_t *attr)
 static ucs_status_t cux_copy_md_default_ctx(cux_ctx_guard_t *guard, int *device_p)
 {
     CUcontext ctx = NULL;
-    CUdevice cu_dev;
-    ucs_status_t status;
 
     if ((cux_drv.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS) && (ctx != NULL)) {
         guard->pushed = 0;
         if (device_p != NULL) {
-            /* The ordinal of the current context's device: cuda devices are numbered as the driver does. */
-            status = CUX_DRV_CALL_ERR(cuCtxGetDevice, &cu_dev);
-            *device_p = (status == UCS_OK) ? (int)cu_dev : 0;
+            *device_p = ucs_max(cux_device_current(), 0);
         }
         return UCS_OK;
     }

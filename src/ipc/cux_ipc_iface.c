@@ -206,7 +206,7 @@ static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
  * the figures of an NVLink peer. */
 static void cux_ipc_iface_measure(cux_iface_t *iface, double *bandwidth_p, double *latency_p)
 {
-    int local = cux_link_local_device();
+    int local = ucs_max(cux_device_current(), 0);
     cux_link_perf_t perf;
     int peer, access;
 
