@@ -5,6 +5,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
+#include <ucs/sys/math.h>
 
 #define cux_iface(_tl_iface) ucs_derived_of(_tl_iface, cux_iface_t)
 
@@ -73,12 +74,36 @@ void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr)
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
     attr->cap.am.max_iov         = 1;
+    /* both transports: one contiguous buffer per zero-copy operation, any size and alignment */
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = 1;
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = 1;
     attr->latency                = ucs_linear_func_make(iface->perf.latency, 0);
     attr->bandwidth.dedicated    = 0;
     attr->bandwidth.shared       = iface->perf.bandwidth;
     attr->overhead               = iface->perf.overhead;
     attr->priority               = 0;
 }
+
+UCS_CLASS_INIT_FUNC(cux_ep_t, const uct_ep_params_t *params)
+{
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, ucs_derived_of(params->iface, uct_base_iface_t));
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_ep_t)
+{
+}
+
+UCS_CLASS_DEFINE(cux_ep_t, uct_base_ep_t)
+UCS_CLASS_DEFINE_NEW_FUNC(cux_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(cux_ep_t, uct_ep_t);
 
 ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
 {

@@ -61,8 +61,18 @@ struct cux_iface {
 UCS_CLASS_DECLARE(cux_iface_t, uct_iface_ops_t*, uct_iface_internal_ops_t*, uct_md_h, uct_worker_h,
                   const uct_iface_params_t*, const uct_iface_config_t*, const char*, const char*, unsigned);
 
-/* Fills what every CUDA interface reports: performance, events, alignment; callers add the rest. */
+/* Fills what every CUDA interface reports: performance, events, zero-copy limits; callers add the rest. */
 void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr);
+
+/* An endpoint of either transport. Operations carry all they need (addresses, remote keys), so it holds
+ * nothing of its own. */
+typedef struct cux_ep {
+    uct_base_ep_t super;
+} cux_ep_t;
+
+UCS_CLASS_DECLARE(cux_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(cux_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(cux_ep_t, uct_ep_t);
 
 ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp);
 ucs_status_t cux_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
@@ -78,6 +88,8 @@ unsigned cux_iface_num_streams(uct_iface_h tl_iface);
 
 /* The generic operations, for a transport's uct_iface_ops_t initializer. */
 #define CUX_IFACE_COMMON_OPS \
+    .ep_create              = UCS_CLASS_NEW_FUNC_NAME(cux_ep_t), \
+    .ep_destroy             = UCS_CLASS_DELETE_FUNC_NAME(cux_ep_t), \
     .ep_pending_add         = cux_ep_pending_add, \
     .ep_pending_purge       = cux_ep_pending_purge, \
     .ep_flush               = cux_ep_flush, \

@@ -8,23 +8,6 @@
 
 #include <ucs/debug/log.h>
 
-static UCS_CLASS_INIT_FUNC(cux_copy_ep_t, const uct_ep_params_t *params)
-{
-    cux_copy_iface_t *iface = ucs_derived_of(params->iface, cux_copy_iface_t);
-
-    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
-    return UCS_OK;
-}
-
-static UCS_CLASS_CLEANUP_FUNC(cux_copy_ep_t)
-{
-}
-
-UCS_CLASS_DEFINE(cux_copy_ep_t, uct_base_ep_t)
-UCS_CLASS_DEFINE_NEW_FUNC(cux_copy_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DEFINE_DELETE_FUNC(cux_copy_ep_t, uct_ep_t);
-
 /* Where a buffer lives: from its registration when we have one, else from the driver. */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_locate(const void *address, uct_mem_h memh, int *is_cuda_p,
                                                         int *device_p)

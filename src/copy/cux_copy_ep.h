@@ -1,17 +1,11 @@
 /*
- * cuda_copy endpoint: put/get short (synchronous) and zcopy (asynchronous, completed through progress).
+ * cuda_copy endpoint operations (the endpoint itself is cux_ep_t): put/get short (synchronous) and zcopy
+ * (asynchronous, completed through progress).
  */
 #ifndef CUX_COPY_EP_H_
 #define CUX_COPY_EP_H_
 
 #include "cux_copy_iface.h"
-
-typedef struct cux_copy_ep {
-    uct_base_ep_t super;
-} cux_copy_ep_t;
-
-UCS_CLASS_DECLARE_NEW_FUNC(cux_copy_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(cux_copy_ep_t, uct_ep_t);
 
 ucs_status_t cux_copy_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length, uint64_t remote_addr,
                                    uct_rkey_t rkey);

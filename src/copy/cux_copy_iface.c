@@ -53,15 +53,7 @@ static ucs_status_t cux_copy_iface_query(uct_iface_h tl_iface, uct_iface_attr_t 
                                     UCT_IFACE_FLAG_GET_SHORT | UCT_IFACE_FLAG_PUT_ZCOPY |
                                     UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
     attr->cap.put.max_short       = UINT_MAX;
-    attr->cap.put.max_zcopy       = SIZE_MAX;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-    attr->cap.put.max_iov         = 1;
     attr->cap.get.max_short       = UINT_MAX;
-    attr->cap.get.max_zcopy       = SIZE_MAX;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
-    attr->cap.get.max_iov         = 1;
     return UCS_OK;
 }
 
@@ -73,8 +65,6 @@ static uct_iface_ops_t cux_copy_iface_ops = {
     .ep_get_short             = cux_copy_ep_get_short,
     .ep_put_zcopy             = cux_copy_ep_put_zcopy,
     .ep_get_zcopy             = cux_copy_ep_get_zcopy,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(cux_copy_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(cux_copy_ep_t),
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(cux_copy_iface_t),
     .iface_query              = cux_copy_iface_query,
     .iface_get_device_address = (uct_iface_get_device_address_func_t)ucs_empty_function_return_success,

@@ -28,23 +28,6 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
 
 /* --- endpoint --- */
 
-static UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
-{
-    cux_ipc_iface_t *iface = ucs_derived_of(params->iface, cux_ipc_iface_t);
-
-    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super.super);
-    return UCS_OK;
-}
-
-static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
-{
-}
-
-UCS_CLASS_DEFINE(cux_ipc_ep_t, uct_base_ep_t)
-static UCS_CLASS_DEFINE_NEW_FUNC(cux_ipc_ep_t, uct_ep_t, const uct_ep_params_t*);
-static UCS_CLASS_DEFINE_DELETE_FUNC(cux_ipc_ep_t, uct_ep_t);
-
 static void cux_ipc_region_release(void *arg)
 {
     cux_ipc_cache_put(&cux_ipc_cache, arg);
@@ -172,14 +155,6 @@ static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->device_addr_len         = sizeof(uint64_t);
     attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
                                     UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
-    attr->cap.put.max_zcopy       = SIZE_MAX;
-    attr->cap.put.opt_zcopy_align = 1;
-    attr->cap.put.align_mtu       = 1;
-    attr->cap.put.max_iov         = 1;
-    attr->cap.get.max_zcopy       = SIZE_MAX;
-    attr->cap.get.opt_zcopy_align = 1;
-    attr->cap.get.align_mtu       = 1;
-    attr->cap.get.max_iov         = 1;
     return UCS_OK;
 }
 
@@ -189,8 +164,6 @@ static uct_iface_ops_t cux_ipc_iface_ops = {
     CUX_IFACE_COMMON_OPS,
     .ep_put_zcopy             = cux_ipc_ep_put_zcopy,
     .ep_get_zcopy             = cux_ipc_ep_get_zcopy,
-    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(cux_ipc_ep_t),
-    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_ep_t),
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_iface_t),
     .iface_query              = cux_ipc_iface_query,
     .iface_get_device_address = cux_ipc_iface_get_device_address,

@@ -27,9 +27,4 @@ typedef struct cux_ipc_iface_addr {
     int32_t pid;
 } UCS_S_PACKED cux_ipc_iface_addr_t;
 
-/* The remote key says which process and allocation an operation targets, so the endpoint holds nothing. */
-typedef struct cux_ipc_ep {
-    uct_base_ep_t super;
-} cux_ipc_ep_t;
-
 #endif
