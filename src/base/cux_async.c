@@ -45,7 +45,7 @@ void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll
 {
     ucs_list_head_init(&async->active);
     ucs_list_head_init(&async->batched);
-    async->max_batch    = ucs_min(ucs_max(max_batch, 1), CUX_BATCH_MAX);
+    cux_async_set_max_batch(async, max_batch);
     ucs_queue_head_init(&async->free_descs);
     ucs_queue_head_init(&async->pending);
     async->num_descs    = 0;

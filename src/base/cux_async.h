@@ -58,6 +58,12 @@ struct cux_async {
 
 void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
 
+/* Copies per batch, at most CUX_BATCH_MAX; 1 issues each copy at once. */
+static inline void cux_async_set_max_batch(cux_async_t *async, unsigned max_batch)
+{
+    async->max_batch = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
+}
+
 /* All stream queues must have been cleaned up first. */
 void cux_async_cleanup(cux_async_t *async);
 

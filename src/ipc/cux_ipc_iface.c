@@ -95,7 +95,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
                           put ? iov[0].buffer : remote, length,
-                          iface->batch ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
+                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
                           (region != NULL) ? cux_ipc_region_release : NULL, region);
     if ((status != UCS_INPROGRESS) && (region != NULL)) {
         cux_ipc_cache_put(&cux_ipc_cache, region);
@@ -212,8 +212,7 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->system_id     = ucs_get_system_id();
     self->pid           = getpid();
     self->super.measure = cux_ipc_iface_measure;
-    self->batch         = config->max_batch > 1;
-    self->super.async.max_batch = ucs_min(ucs_max(config->max_batch, 1), CUX_BATCH_MAX);
+    cux_async_set_max_batch(&self->super.async, config->max_batch);
     return UCS_OK;
 }
 

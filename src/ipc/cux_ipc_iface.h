@@ -19,7 +19,6 @@ typedef struct cux_ipc_iface {
     cux_iface_t super;   /* queues per local device: one per peer device, then one for invisible peers */
     uint64_t    system_id;
     pid_t       pid;     /* ours, asked once (getpid is a system call) */
-    int         batch;   /* copies go through the async engine's batches */
 } cux_ipc_iface_t;
 
 /* The address of an interface: the process, on the host of the device address. */
