@@ -72,13 +72,13 @@ static void cux_mt_dispatch(ucm_event_type_t type, uintptr_t address, size_t siz
 
 static void cux_memtype_alloc(uintptr_t address, size_t size, ucs_memory_type_t mem_type)
 {
-    cux_mt_entry_t *entry = malloc(sizeof(*entry));
-    unsigned b            = cux_mt_bucket(address);
+    unsigned b = cux_mt_bucket(address);
+    cux_mt_entry_t *entry;
 
     if ((address == 0) || (size == 0)) {
-        free(entry);
         return;
     }
+    entry = malloc(sizeof(*entry));
     if (entry != NULL) {
         entry->address  = address;
         entry->size     = size;
