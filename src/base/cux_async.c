@@ -342,6 +342,7 @@ static void cux_async_dispatch_pending(cux_async_t *async)
 
 unsigned cux_async_progress(cux_async_t *async)
 {
+    ucs_status_t done_status;
     CUevent done_event;
     unsigned count = 0;
     cux_stream_queue_t *sq, *tmp;
@@ -356,7 +357,9 @@ unsigned cux_async_progress(cux_async_t *async)
     }
 
     ucs_list_for_each_safe(sq, tmp, &async->active, active) {
-        done_event = NULL; /* the event of the batch being completed: asked once, not once per copy */
+        /* the event of the batch being completed and its outcome: asked once, given to every copy of it */
+        done_event  = NULL;
+        done_status = UCS_OK;
         /* The queue may leave the active list when it drains: stop before touching it again. */
         while ((count < async->max_poll) && !ucs_queue_is_empty(&sq->descs)) {
             desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
@@ -372,15 +375,16 @@ unsigned cux_async_progress(cux_async_t *async)
             if (desc->event == NULL) {
                 status = desc->status;
             } else if (desc->event == done_event) {
-                status = UCS_OK;
+                status = done_status;
             } else {
                 res = cux_drv.cuEventQuery(desc->event);
                 if (res == CUDA_ERROR_NOT_READY) {
                     break;
                 }
-                status     = (res == CUDA_SUCCESS) ? UCS_OK :
-                             cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuEventQuery", __FILE__, __LINE__);
-                done_event = desc->event;
+                status      = (res == CUDA_SUCCESS) ? UCS_OK :
+                              cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuEventQuery", __FILE__, __LINE__);
+                done_event  = desc->event;
+                done_status = status;
             }
             if (desc->owns_event) {
                 done_event = NULL; /* the event goes back to the pool and may be recorded again */
@@ -402,9 +406,11 @@ unsigned cux_async_progress(cux_async_t *async)
 
 ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
 {
+    ucs_queue_head_t markers;
     cux_flush_req_t *flush;
     cux_stream_queue_t *sq;
     cux_desc_t *desc;
+    unsigned count = 0;
 
     cux_async_submit(async); /* accepted copies come before the markers */
     if (ucs_list_is_empty(&async->active)) {
@@ -414,18 +420,30 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
         return UCS_INPROGRESS;
     }
 
+    /* Everything is taken before anything is queued: a flush that fails has queued nothing that could call
+     * its completion later, and one that queued markers never reports an error. */
     flush = ucs_malloc(sizeof(*flush), "cux_flush_req");
     if (flush == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    flush->comp    = comp;
-    flush->markers = 1; /* held while markers are placed, so a marker cannot finish the request early */
-
+    ucs_queue_head_init(&markers);
     ucs_list_for_each(sq, &async->active, active) {
         desc = cux_desc_get(async);
         if (desc == NULL) {
-            break; /* the markers placed so far still complete the request; report the shortage */
+            while (!ucs_queue_is_empty(&markers)) {
+                cux_desc_put(async, ucs_queue_pull_elem_non_empty(&markers, cux_desc_t, qe));
+            }
+            ucs_free(flush);
+            return UCS_ERR_NO_MEMORY;
         }
+        ucs_queue_push(&markers, &desc->qe);
+        ++count;
+    }
+
+    flush->comp    = comp;
+    flush->markers = count;
+    ucs_list_for_each(sq, &async->active, active) {
+        desc             = ucs_queue_pull_elem_non_empty(&markers, cux_desc_t, qe);
         desc->is_marker  = 1;
         desc->event      = NULL;
         desc->owns_event = 0;
@@ -433,14 +451,8 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
         desc->flush      = flush;
         desc->release    = NULL;
         ucs_queue_push(&sq->descs, &desc->qe);
-        ++flush->markers;
     }
-
-    if (--flush->markers == 0) {
-        ucs_free(flush);
-        return UCS_ERR_NO_MEMORY;
-    }
-    return (desc == NULL) ? UCS_ERR_NO_MEMORY : UCS_INPROGRESS;
+    return UCS_INPROGRESS;
 }
 
 ucs_status_t cux_async_event_fd(cux_async_t *async, int *fd_p)
