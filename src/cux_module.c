@@ -4,11 +4,18 @@
  * UCX. A module built for another UCX would read and write UCX's structures with the wrong layout; refusing
  * with a clear message beats a crash.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include "copy/cux_copy_md.h"
 #include "ipc/cux_ipc_md.h"
 
+#include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
 
 extern uct_tl_t cux_copy_tl;
 extern uct_tl_t cux_ipc_tl;
@@ -23,23 +30,54 @@ static struct {
 
 static int cux_module_registered;
 
-/* libuct and libucs export no version; UCP does, and is there in every UCP program (ucx_info, ucx_perftest,
- * MPI). A pure UCT program cannot be checked. */
+typedef void (*cux_ucp_get_version_fn_t)(unsigned*, unsigned*, unsigned*);
+
+/*
+ * libuct and libucs export no version; UCP does. In a UCP program it is there already; a module preloaded
+ * into an MPI program is loaded before the MPI library opens UCP, so then the libucp beside the libucs this
+ * process loaded is opened to ask it (it stays loaded: the program will open the same file anyway).
+ */
+static cux_ucp_get_version_fn_t cux_module_ucp_version_func(char *where, size_t max)
+{
+    cux_ucp_get_version_fn_t func;
+    char path[PATH_MAX], *name;
+    Dl_info info;
+    void *handle;
+
+    func = (cux_ucp_get_version_fn_t)dlsym(RTLD_DEFAULT, "ucp_get_version");
+    if (func != NULL) {
+        snprintf(where, max, "this process's UCP");
+        return func;
+    }
+    if (!dladdr((void*)&ucs_config_global_list, &info) || (info.dli_fname == NULL) ||
+        (strlen(info.dli_fname) >= sizeof(path)) || ((name = strstr(strcpy(path, info.dli_fname), "libucs")) == NULL)) {
+        snprintf(where, max, "no libucs found in this process");
+        return NULL;
+    }
+    name[5] = 'p'; /* libucs.so.0 -> libucp.so.0, in the same directory */
+    snprintf(where, max, "%s", path);
+    handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    return (handle == NULL) ? NULL : (cux_ucp_get_version_fn_t)dlsym(handle, "ucp_get_version");
+}
+
 static int cux_module_version_matches(void)
 {
-    void (*get_version)(unsigned*, unsigned*, unsigned*);
+    cux_ucp_get_version_fn_t get_version;
     unsigned major, minor, release;
+    char where[PATH_MAX + 32];
 
-    get_version = (void (*)(unsigned*, unsigned*, unsigned*))dlsym(RTLD_DEFAULT, "ucp_get_version");
+    get_version = cux_module_ucp_version_func(where, sizeof(where));
     if (get_version == NULL) {
-        ucs_debug("uct-cuda-plugin: no UCP in this process, UCX version not checked");
+        ucs_warn("uct-cuda-plugin: cannot tell which UCX this process runs (%s has no ucp_get_version): its "
+                 "CUDA transports are registered for UCX %d.%d unchecked", where, CUX_UCX_VERNUM / 100,
+                 CUX_UCX_VERNUM % 100);
         return 1;
     }
     get_version(&major, &minor, &release);
     if ((major * 100 + minor) != CUX_UCX_VERNUM) {
-        ucs_error("uct-cuda-plugin was built for UCX %d.%d but this process runs UCX %u.%u.%u: its CUDA "
+        ucs_error("uct-cuda-plugin was built for UCX %d.%d but this process runs UCX %u.%u.%u (%s): its CUDA "
                   "transports are not registered (rebuild the plugin against this UCX)", CUX_UCX_VERNUM / 100,
-                  CUX_UCX_VERNUM % 100, major, minor, release);
+                  CUX_UCX_VERNUM % 100, major, minor, release, where);
         return 0;
     }
     return 1;

@@ -106,6 +106,10 @@ protected:
     /* Progress until the completion is done or the timeout passes; returns its status. */
     ucs_status_t wait(uct_completion_t *comp, double timeout_s = 30.0);
 
+    /* The interface's error handler: endpoint failures reported by the transport, in order. */
+    static ucs_status_t ep_error(void *arg, uct_ep_h ep, ucs_status_t status);
+    std::vector<std::pair<uct_ep_h, ucs_status_t>> m_ep_errors;
+
     const char       *m_component_name;
     const char       *m_tl_name;
     bool             m_self_ep;

@@ -3,7 +3,17 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_check [SIZE...]      (default sizes: 8, 65539, 1 MiB, 16 MiB)
+ *   cux_ucp_check [--fill-sync] [--peer-errors] [--rounds N] [--sweep | SIZE...]
+ *
+ * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
+ * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
+ * bytes from its start, with guard bytes before and after it that must stay untouched. One buffer on each
+ * side goes back and forth: per size and round the first process fills its buffer and sends it, the second
+ * poisons its own, receives, checks, changes the content and sends it back into the first one's buffer, which
+ * checks it (default 2 rounds). Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
+ * after it, as applications write; --fill-sync adds cuCtxSynchronize after each fill. --peer-errors opens the
+ * endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the
+ * first side's endpoint configuration, to show which transports UCP chose in that mode.
  *
  * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
@@ -29,6 +39,7 @@
 #include <unistd.h>
 
 #define CHECK_SKIP   77
+#define CHECK_LEAD   4168    /* the message's offset in its allocation: bytes before it stay untouched */
 #define CHECK_GUARD  64      /* bytes past the message that must stay untouched */
 #define CHECK_POISON 0xa5
 
@@ -65,8 +76,13 @@ static const check_case_t check_cases[] = {
     {"runtime GPU0 -> runtime GPU1",      {KIND_RUNTIME, 0}, {KIND_RUNTIME, 1}},
 };
 
-static size_t check_sizes[16] = {8, 65539, 1 << 20, 16 << 20};
+#define CHECK_MAX_SIZES 128
+
+static size_t check_sizes[CHECK_MAX_SIZES] = {8, 65539, 1 << 20, 16 << 20};
 static int    check_num_sizes = 4;
+static int    check_rounds    = 2;
+static int    check_fill_sync = 0;
+static int    check_peer_errors = 0;
 
 /* ------------------------------------------------------------------ CUDA, through the global scope */
 
@@ -242,23 +258,25 @@ static int mem_check_cache(const check_mem_t *mem, void *ptr, size_t size)
     return 0;
 }
 
-/* As a program must before handing a buffer to UCX: cuMemcpy from pageable memory may return before its DMA
- * reaches the GPU, and UCX's copies run on streams not ordered with it (seen on the GPU host: the sender's
- * data, or the receiver's poison, landing after UCX's copy). */
+/* A synchronous copy, as applications fill and read their buffers: cuMemcpy from or to pageable memory, and
+ * nothing else unless --fill-sync asks for it. cuMemcpy from pageable memory may return before its DMA has
+ * landed; UCX's own module makes such copies synchronous on GPU memory it knows of, and so must ours. */
 static int mem_copy(const check_mem_t *mem, void *dst, const void *src, size_t size)
 {
     if (mem->kind == KIND_HOST) {
         memcpy(dst, src, size);
         return 0;
     }
-    return (cu.copy((uintptr_t)dst, (uintptr_t)src, size) || cu.ctx_sync()) ? -1 : 0;
+    return (cu.copy((uintptr_t)dst, (uintptr_t)src, size) || (check_fill_sync && cu.ctx_sync())) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ one side of a case */
 
-static uint8_t pattern_byte(size_t i, size_t size)
+/* Content of a message: differs by size, by round and by direction, so stale data of any earlier message
+ * shows. */
+static uint8_t pattern_byte(size_t i, size_t size, unsigned fill)
 {
-    return (uint8_t)((i * 131 + size) ^ (i >> 9));
+    return (uint8_t)((i * 131 + size + fill * 29) ^ (i >> 9) ^ (fill << 3));
 }
 
 static int sock_xfer(int fd, void *buf, size_t len, int out)
@@ -276,13 +294,19 @@ static int sock_xfer(int fd, void *buf, size_t len, int out)
     return 0;
 }
 
-/* The peer's end of the socket closed (it exited or crashed): nothing it owed will come. */
+/* The peer gave up: it exited, crashed, or reported a failed step (sync_step) while we wait for a message from
+ * it, so nothing it owed will come. A step it finished well (a zero byte) is not giving up. */
 static int peer_gone(int fd)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ssize_t n;
     char c;
 
-    return (poll(&pfd, 1, 0) > 0) && (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+    if (poll(&pfd, 1, 0) <= 0) {
+        return 0;
+    }
+    n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return (n == 0) || ((n == 1) && (c != 0));
 }
 
 static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
@@ -300,7 +324,7 @@ static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         ucp_worker_progress(worker);
         if ((++n % 4096 == 0) && peer_gone(fd)) {
-            fprintf(stderr, "%s: the peer process is gone\n", what);
+            fprintf(stderr, "%s: the peer process gave up\n", what);
             return -1; /* the request stays with UCP, which this process leaves at once */
         }
     }
@@ -312,10 +336,103 @@ static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
     return 0;
 }
 
+/* Fill the message with content number `fill`. */
+static int fill_message(const check_mem_t *mem, uint8_t *msg, uint8_t *host, size_t size, unsigned fill)
+{
+    size_t i;
+
+    for (i = 0; i < size; ++i) {
+        host[i] = pattern_byte(i, size, fill);
+    }
+    return mem_copy(mem, msg, host, size);
+}
+
+/* Read back the lead, the message and the guard, and compare: the message must hold content `fill`, the rest
+ * the poison. Says where and what differs first. */
+static int check_buffer(const check_mem_t *mem, uint8_t *buf, uint8_t *host, size_t size, unsigned fill,
+                        const char *what)
+{
+    size_t total = CHECK_LEAD + size + CHECK_GUARD, i, msg;
+    uint8_t expect;
+
+    if (mem_copy(mem, host, buf, total)) {
+        fprintf(stderr, "%s: reading the buffer back failed\n", what);
+        return -1;
+    }
+    for (i = 0; i < total; ++i) {
+        msg    = i - CHECK_LEAD;
+        expect = ((i >= CHECK_LEAD) && (msg < size)) ? pattern_byte(msg, size, fill) : CHECK_POISON;
+        if (host[i] != expect) {
+            fprintf(stderr, "%s, %zu bytes, content %u: %s byte %zu is 0x%02x, expected 0x%02x%s\n", what, size,
+                    fill, (i < CHECK_LEAD) ? "lead" : (msg < size) ? "message" : "guard",
+                    (i < CHECK_LEAD) ? i : (msg < size) ? msg : msg - size, host[i], expect,
+                    ((i >= CHECK_LEAD) && (msg < size) && (host[i] == CHECK_POISON)) ? " (the poison: stale)" :
+                    ((i >= CHECK_LEAD) && (msg < size) && fill && (host[i] == pattern_byte(msg, size, fill - 1))) ?
+                    " (the previous content: stale)" : "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Both sides finish a step before the next: a failure ends the case on both. */
+static int sync_step(int fd, int rc)
+{
+    char sync = (char)(rc != 0);
+
+    if (sock_xfer(fd, &sync, 1, 1) || sock_xfer(fd, &sync, 1, 0) || sync) {
+        return -1;
+    }
+    return rc;
+}
+
+/*
+ * One size, `check_rounds` round trips of one buffer on each side. The first side (the case's sender) fills
+ * and sends content 2r, and receives 2r+1 back into the same buffer; the second poisons its buffer, receives
+ * 2r, checks it, fills 2r+1 and sends it back.
+ */
+static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
+                    uint8_t *host, size_t size)
+{
+    uint8_t *msg               = buf + CHECK_LEAD;
+    ucp_request_param_t rparam = {0};
+    char what[64];
+    int r, rc = 0;
+    ucp_tag_t tag;
+
+    for (r = 0; (r < check_rounds) && (rc == 0); ++r) {
+        tag = ((ucp_tag_t)size << 16) | ((ucp_tag_t)r << 1);
+        if (first) {
+            snprintf(what, sizeof(what), "round %d, sent back", r);
+            rc = fill_message(mem, msg, host, size, 2 * r) ||
+                 ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag, &rparam), "tag send", fd) ||
+                 ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag | 1, (ucp_tag_t)-1, &rparam),
+                          "tag receive", fd) ||
+                 check_buffer(mem, buf, host, size, 2 * r + 1, what);
+        } else {
+            snprintf(what, sizeof(what), "round %d, received", r);
+            memset(host, CHECK_POISON, CHECK_LEAD + size + CHECK_GUARD);
+            rc = mem_copy(mem, buf, host, CHECK_LEAD + size + CHECK_GUARD) ||
+                 ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag, (ucp_tag_t)-1, &rparam),
+                          "tag receive", fd) ||
+                 check_buffer(mem, buf, host, size, 2 * r, what) ||
+                 fill_message(mem, msg, host, size, 2 * r + 1) ||
+                 ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag | 1, &rparam), "tag send", fd);
+        }
+        rc = rc ? -1 : 0;
+    }
+    return sync_step(fd, rc);
+}
+
+static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    fprintf(stderr, "the peer failed: %s\n", ucs_status_string(status));
+}
+
 static int run_side(const check_case_t *c, int is_sender, int fd)
 {
     const check_mem_t *mem = is_sender ? &c->send : &c->recv;
-    size_t max = 0, addr_len, peer_len, i;
+    size_t max = 0, addr_len, peer_len, total;
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
     ucp_worker_params_t wparams = {.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                                    .thread_mode = UCS_THREAD_MODE_SINGLE};
@@ -327,26 +444,31 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     uint8_t *host, *peer_addr;
     void *buf;
     ucp_ep_h ep;
-    char sync = 0;
     int rc, s;
 
     for (s = 0; s < check_num_sizes; ++s) {
         max = (check_sizes[s] > max) ? check_sizes[s] : max;
     }
-    rc = cuda_open(mem->device);
+    total = CHECK_LEAD + max + CHECK_GUARD;
+    rc    = cuda_open(mem->device);
     if (rc != 0) {
         return rc;
     }
-    rc = mem_alloc(mem, max + CHECK_GUARD, &buf);
+    rc = mem_alloc(mem, total, &buf);
     if (rc != 0) {
         if (rc < 0) {
-            fprintf(stderr, "cannot allocate %zu bytes with %s on GPU%d\n", max, kind_names[mem->kind],
+            fprintf(stderr, "cannot allocate %zu bytes with %s on GPU%d\n", total, kind_names[mem->kind],
                     mem->device);
         }
         return rc;
     }
-    host = malloc(max + CHECK_GUARD);
-    if ((host == NULL) || (ucp_init(&params, NULL, &context) != UCS_OK) ||
+    host = malloc(total);
+    if (host == NULL) {
+        return -1;
+    }
+    /* the whole allocation starts as poison: a message must never touch its lead or its guard */
+    memset(host, CHECK_POISON, total);
+    if (mem_copy(mem, buf, host, total) || (ucp_init(&params, NULL, &context) != UCS_OK) ||
         (ucp_worker_create(context, &wparams, &worker) != UCS_OK) ||
         (ucp_worker_get_address(worker, &addr, &addr_len) != UCS_OK)) {
         fprintf(stderr, "UCP initialisation failed\n");
@@ -363,6 +485,12 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     }
     eparams.field_mask     = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     eparams.address        = (ucp_address_t*)peer_addr;
+    if (check_peer_errors) {
+        eparams.field_mask       |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        eparams.err_mode          = UCP_ERR_HANDLING_MODE_PEER;
+        eparams.err_handler.cb    = peer_failed;
+        eparams.err_handler.arg   = NULL;
+    }
     if (ucp_ep_create(worker, &eparams, &ep) != UCS_OK) {
         fprintf(stderr, "ucp_ep_create failed\n");
         return -1;
@@ -370,33 +498,11 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
 
     rc = 0;
     for (s = 0; (s < check_num_sizes) && (rc == 0); ++s) {
-        size_t size = check_sizes[s];
-        if (is_sender) {
-            for (i = 0; i < size; ++i) {
-                host[i] = pattern_byte(i, size);
-            }
-            rc = mem_copy(mem, buf, host, size) ||
-                 ucp_wait(worker, ucp_tag_send_nbx(ep, buf, size, size, &rparam), "tag send", fd);
-        } else {
-            memset(host, CHECK_POISON, max + CHECK_GUARD);
-            rc = mem_copy(mem, buf, host, max + CHECK_GUARD) ||
-                 ucp_wait(worker, ucp_tag_recv_nbx(worker, buf, size, size, (ucp_tag_t)-1, &rparam),
-                          "tag receive", fd) ||
-                 mem_copy(mem, host, buf, size + CHECK_GUARD);
-            for (i = 0; (rc == 0) && (i < size + CHECK_GUARD); ++i) {
-                uint8_t expect = (i < size) ? pattern_byte(i, size) : CHECK_POISON;
-                if (host[i] != expect) {
-                    fprintf(stderr, "%zu bytes: byte %zu is 0x%02x, expected 0x%02x%s\n", size, i, host[i],
-                            expect, (i < size) ? "" : " (written past the message)");
-                    rc = -1;
-                }
-            }
-        }
-        /* both sides finish a size before the next: a failure ends the case on both */
-        sync = (char)rc;
-        if (sock_xfer(fd, &sync, 1, 1) || sock_xfer(fd, &sync, 1, 0) || sync) {
-            rc = -1;
-        }
+        rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s]);
+    }
+    if (check_peer_errors && is_sender) { /* wired up by now */
+        ucp_ep_print_info(ep, stdout);
+        fflush(stdout);
     }
 
     ucp_wait(worker, ucp_ep_close_nbx(ep, &rparam), "endpoint close", fd);
@@ -417,7 +523,7 @@ static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
 
     if (pid == 0) {
         close(other_fd);
-        alarm(120); /* a hang fails the case */
+        alarm(300); /* a hang fails the case */
         int rc = run_side(c, is_sender, fd);
         _exit((rc < 0) ? 1 : rc);
     }
@@ -426,13 +532,40 @@ static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
 
 int main(int argc, char **argv)
 {
-    int passed = 0, failed = 0, skipped = 0, i;
+    int passed = 0, failed = 0, skipped = 0, sizes_given = 0, i;
 
-    if (argc > 1) {
-        for (check_num_sizes = 0; (check_num_sizes + 1 < argc) && (check_num_sizes < 16); ++check_num_sizes) {
-            check_sizes[check_num_sizes] = strtoull(argv[check_num_sizes + 1], NULL, 0);
+    for (i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--fill-sync")) {
+            check_fill_sync = 1;
+        } else if (!strcmp(argv[i], "--peer-errors")) {
+            check_peer_errors = 1;
+        } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
+            check_rounds = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--sweep")) {
+            check_num_sizes = 0;
+            for (size_t small = 1; small <= 9; small = (small == 1) ? 7 : small + 1) {
+                check_sizes[check_num_sizes++] = small;
+            }
+            for (int k = 6; k <= 24; ++k) {
+                check_sizes[check_num_sizes++] = ((size_t)1 << k) - 1;
+                check_sizes[check_num_sizes++] = (size_t)1 << k;
+                check_sizes[check_num_sizes++] = ((size_t)1 << k) + 1;
+            }
+        } else if ((argv[i][0] >= '0') && (argv[i][0] <= '9') && (sizes_given < CHECK_MAX_SIZES)) {
+            check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
+            check_num_sizes            = sizes_given;
+        } else {
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors] [--rounds N] [--sweep | SIZE...]\n", argv[0]);
+            return 2;
         }
     }
+    if ((check_rounds < 1) || (check_num_sizes == 0)) {
+        fprintf(stderr, "%s: at least one round and one size\n", argv[0]);
+        return 2;
+    }
+    printf("sizes: %d (%zu to %zu bytes), %d round trips each, fills %s\n", check_num_sizes, check_sizes[0],
+           check_sizes[check_num_sizes - 1], check_rounds,
+           check_fill_sync ? "followed by cuCtxSynchronize" : "by plain synchronous cuMemcpy");
     for (i = 0; i < (int)(sizeof(check_cases) / sizeof(check_cases[0])); ++i) {
         const check_case_t *c = &check_cases[i];
 #ifdef CUX_CHECK_STATIC_CUDART

@@ -12,6 +12,14 @@
  *
  * Device memory lives in memfd files, so IPC works between processes: a handle names the exporter's pid,
  * file descriptor and inode, and the importer maps the same file through /proc/<pid>/fd.
+ *
+ * Late DMA, as the driver documents it: a synchronous copy from pageable host memory to device memory may
+ * return before its DMA has landed. Unless the allocation has CU_POINTER_ATTRIBUTE_SYNC_MEMOPS or the current
+ * context CU_CTX_SYNC_MEMOPS, the mock writes the first MOCK_CUDA_DMA_EAGER bytes (default 4096) at once and
+ * the rest only at the next synchronising call (a synchronous copy, cuCtxSynchronize, cuStreamSynchronize of
+ * the NULL stream): copies on other streams read what was there before. MOCK_CUDA_LATE_DMA=0 turns it off.
+ * MOCK_CUDA_MODE=nosetflags hides cuCtxSetFlags (a 12.0 driver). MOCK_CUDA_EVENT_ERROR makes every
+ * cuEventQuery fail with CUDA_ERROR_ILLEGAL_ADDRESS.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -38,6 +46,7 @@ typedef struct {
     int                imported;  /* mapped from another process by cuIpcOpenMemHandle */
     int                vmm;       /* a cuMemMap mapping: the handle below owns the memory */
     unsigned long long handle;
+    int                sync_memops; /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS */
 } mock_alloc_t;
 
 /* cuMemCreate / cuMemImportFromShareableHandle allocations: a memfd with a reference count. */
@@ -61,11 +70,12 @@ typedef struct {
 
 #define MOCK_IPC_MAGIC 0x4b434f4d
 
-struct CUctx_st    { int device; };
+struct CUctx_st    { int device; unsigned flags; unsigned peers; };
 struct CUstream_st { int device; };
 struct CUevent_st  { int pending; };
 
 static mock_alloc_t mock_allocs[MOCK_MAX_ALLOCS];
+static void mock_late_drop(uintptr_t start, size_t size);
 static struct CUctx_st mock_ctx[16];
 static __thread CUcontext mock_current;
 static __thread CUcontext mock_stack[16];
@@ -143,7 +153,7 @@ static CUresult mock_track(uintptr_t start, size_t size, int device, int managed
     for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
         if (mock_allocs[i].size == 0) {
             mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++, fd, imported,
-                                            0, 0};
+                                            0, 0, 0};
             pthread_mutex_unlock(&mock_lock);
             return CUDA_SUCCESS;
         }
@@ -163,6 +173,7 @@ static CUresult mock_untrack(uintptr_t start, int kind)
         return (kind == 1) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_ERROR_INVALID_VALUE;
     }
     if (kind != 1) {
+        mock_late_drop(a->start, a->size);
         munmap((void*)a->start, a->size);
     }
     if (a->fd >= 0) {
@@ -176,6 +187,99 @@ static CUresult mock_untrack(uintptr_t start, int kind)
 static int mock_current_device(void)
 {
     return mock_current ? mock_current->device : -1;
+}
+
+/* ------------------------------------------------------------------ late DMA of pageable copies */
+
+typedef struct mock_late_write {
+    struct mock_late_write *next;
+    uintptr_t              dst;
+    size_t                 size;
+    uint8_t                data[];
+} mock_late_write_t;
+
+static mock_late_write_t *mock_late_head, **mock_late_tail = &mock_late_head;
+static pthread_mutex_t mock_late_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t mock_dma_eager(void)
+{
+    const char *n = getenv("MOCK_CUDA_DMA_EAGER");
+    return n ? strtoull(n, NULL, 0) : 4096;
+}
+
+/* Everything issued before a synchronising call has landed when it returns. */
+static void mock_late_land(void)
+{
+    mock_late_write_t *w;
+
+    pthread_mutex_lock(&mock_late_lock);
+    while ((w = mock_late_head) != NULL) {
+        mock_late_head = w->next;
+        memcpy((void*)w->dst, w->data, w->size);
+        free(w);
+    }
+    mock_late_tail = &mock_late_head;
+    pthread_mutex_unlock(&mock_late_lock);
+}
+
+/* Writes not landed yet into [start, start + size) are lost when the memory goes. */
+static void mock_late_drop(uintptr_t start, size_t size)
+{
+    mock_late_write_t **p, *w;
+
+    pthread_mutex_lock(&mock_late_lock);
+    for (p = &mock_late_head; (w = *p) != NULL;) {
+        if ((w->dst >= start) && (w->dst < start + size)) {
+            *p = w->next;
+            free(w);
+        } else {
+            p = &w->next;
+        }
+    }
+    for (mock_late_tail = &mock_late_head; *mock_late_tail != NULL; mock_late_tail = &(*mock_late_tail)->next) {
+    }
+    pthread_mutex_unlock(&mock_late_lock);
+}
+
+/* A synchronous copy: lands what came before, then writes; from pageable memory into device memory without
+ * synchronous memory operations, only the head of it lands now. */
+static CUresult mock_sync_copy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    const char *late = getenv("MOCK_CUDA_LATE_DMA");
+    size_t eager     = mock_dma_eager();
+    mock_alloc_t *d, *sa;
+    mock_late_write_t *w;
+    int sync_memops, pageable_to_device;
+
+    if (!dst || !src) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    mock_late_land();
+    pthread_mutex_lock(&mock_lock);
+    d                  = mock_find(dst);
+    sa                 = mock_find(src);
+    sync_memops        = ((d != NULL) && d->sync_memops) ||
+                         ((mock_current != NULL) && (mock_current->flags & CU_CTX_SYNC_MEMOPS));
+    pageable_to_device = (sa == NULL) && (d != NULL) && !d->host_pinned;
+    pthread_mutex_unlock(&mock_lock);
+    if (!pageable_to_device || sync_memops || (n <= eager) || ((late != NULL) && !strcmp(late, "0"))) {
+        memmove((void*)dst, (void*)src, n);
+        return CUDA_SUCCESS;
+    }
+    w = malloc(sizeof(*w) + n - eager);
+    if (w == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memmove((void*)dst, (void*)src, eager);
+    w->next = NULL;
+    w->dst  = dst + eager;
+    w->size = n - eager;
+    memcpy(w->data, (void*)(src + eager), n - eager);
+    pthread_mutex_lock(&mock_late_lock);
+    *mock_late_tail = w;
+    mock_late_tail  = &w->next;
+    pthread_mutex_unlock(&mock_late_lock);
+    return CUDA_SUCCESS;
 }
 
 CUresult cuInit(unsigned flags)
@@ -241,7 +345,7 @@ static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
 
 static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
-    mock_ctx[d].device = d;
+    mock_ctx[d].device = d; /* its flags and peers stay as they are: one primary context per device */
     *c = &mock_ctx[d];
     return CUDA_SUCCESS;
 }
@@ -266,6 +370,33 @@ static CUresult m_cuCtxPopCurrent(CUcontext *c)
     return CUDA_SUCCESS;
 }
 
+static CUresult m_cuCtxGetFlags(unsigned *flags)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *flags = mock_current->flags;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxSetFlags(unsigned flags)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    mock_current->flags = flags;
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuCtxSynchronize(void)
+{
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    mock_late_land();
+    return CUDA_SUCCESS;
+}
+
 static CUresult m_cuCtxGetDevice(CUdevice *d)
 {
     if (mock_current == NULL) {
@@ -286,7 +417,13 @@ static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 }
 
 static CUresult m_cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
-static CUresult m_cuStreamSynchronize(CUstream s) { return CUDA_SUCCESS; }
+static CUresult m_cuStreamSynchronize(CUstream s)
+{
+    if (s == NULL) {
+        mock_late_land(); /* the legacy stream: ordered after synchronous copies */
+    }
+    return CUDA_SUCCESS;
+}
 static CUresult m_cuStreamQuery(CUstream s) { return CUDA_SUCCESS; }
 
 static CUresult m_cuEventCreate(CUevent *e, unsigned flags)
@@ -308,6 +445,9 @@ static CUresult m_cuEventRecord(CUevent e, CUstream s)
 
 static CUresult m_cuEventQuery(CUevent e)
 {
+    if (getenv("MOCK_CUDA_EVENT_ERROR") != NULL) {
+        return CUDA_ERROR_ILLEGAL_ADDRESS; /* a sticky asynchronous error, as after a faulting kernel */
+    }
     if (e->pending > 0) {
         --e->pending;
         return CUDA_ERROR_NOT_READY;
@@ -428,14 +568,28 @@ static CUresult m_cuMemFreeHost(void *p)
     return res;
 }
 
-/* Peer access needs no set-up in host memory; the driver's answers are imitated. */
+/* Peer access needs no set-up in host memory; the driver's answers, and which pairs have it, are imitated. */
 static CUresult m_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
 {
-    return (mock_current == NULL) ? CUDA_ERROR_INVALID_CONTEXT :
-           (mock_current == peer) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    } else if ((mock_current == peer) || (peer == NULL)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    } else if (mock_current->peers & (1u << peer->device)) {
+        return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+    }
+    mock_current->peers |= 1u << peer->device;
+    return CUDA_SUCCESS;
 }
 
-static CUresult m_cuCtxDisablePeerAccess(CUcontext peer) { return CUDA_SUCCESS; }
+static CUresult m_cuCtxDisablePeerAccess(CUcontext peer)
+{
+    if ((mock_current == NULL) || (peer == NULL) || !(mock_current->peers & (1u << peer->device))) {
+        return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    }
+    mock_current->peers &= ~(1u << peer->device);
+    return CUDA_SUCCESS;
+}
 
 static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
@@ -464,12 +618,36 @@ static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
             *(unsigned long long*)data[i] = a ? a->id : 0;
             break;
+        case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+            *(unsigned*)data[i] = a && a->sync_memops;
+            break;
         default:
             break;
         }
     }
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
+}
+
+static CUresult m_cuPointerSetAttribute(const void *value, CUpointer_attribute attr, CUdeviceptr p)
+{
+    mock_alloc_t *a;
+    CUresult res = CUDA_SUCCESS;
+
+    if (attr != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || a->host_pinned) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else if (a->vmm) {
+        res = CUDA_ERROR_NOT_SUPPORTED; /* like the driver: VMM memory needs the context flag */
+    } else {
+        a->sync_memops = *(const unsigned*)value;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return res;
 }
 
 static CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
@@ -701,7 +879,8 @@ static const struct {
     MOCK_SYM(cuDeviceGetAttribute), MOCK_SYM(cuDeviceGetPCIBusId), MOCK_SYM(cuDeviceGetUuid),
     MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuCtxGetCurrent),
     MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
-    MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
+    MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuCtxGetFlags), MOCK_SYM(cuCtxSetFlags), MOCK_SYM(cuCtxSynchronize),
+    MOCK_SYM(cuPointerSetAttribute), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
     MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuStreamQuery), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
     MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync), MOCK_SYM(cuMemcpyBatchAsync),
     MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
@@ -728,6 +907,9 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
     if (!strcmp(mock_mode(), "nosym") && !strcmp(symbol, "cuPointerGetAttributes")) {
         return CUDA_ERROR_NOT_FOUND;
     }
+    if (!strcmp(mock_mode(), "nosetflags") && !strcmp(symbol, "cuCtxSetFlags")) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
     for (i = 0; i < sizeof(mock_syms) / sizeof(mock_syms[0]); ++i) {
         if (!strcmp(mock_syms[i].name, symbol)) {
             *pfn    = mock_syms[i].fn;
@@ -748,10 +930,24 @@ CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return m_cuMemAllocManaged(p, n, f); }
 CUresult cuMemFree(CUdeviceptr p) { return m_cuMemFree(p); }
 
-CUresult cuCtxSynchronize(void) { return (mock_current == NULL) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS; }
-
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+CUresult cuCtxSynchronize(void) { return m_cuCtxSynchronize(); }
+CUresult cuCtxGetFlags(unsigned *flags) { return m_cuCtxGetFlags(flags); }
+CUresult cuCtxSetFlags(unsigned flags)
 {
-    struct CUstream_st stream = {mock_current_device()};
-    return m_cuMemcpyAsync(dst, src, n, &stream);
+    return !strcmp(mock_mode(), "nosetflags") ? CUDA_ERROR_NOT_SUPPORTED : m_cuCtxSetFlags(flags);
+}
+CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attr, CUdeviceptr p)
+{
+    return m_cuPointerSetAttribute(value, attr, p);
+}
+
+/* Synchronous copies, as applications fill and read their buffers. */
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return mock_sync_copy(dst, src, n); }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return mock_sync_copy(dst, (CUdeviceptr)src, n);
+}
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return mock_sync_copy((CUdeviceptr)dst, src, n);
 }

@@ -642,3 +642,117 @@ TEST_F(ipc_transport, peer_that_exited_gives_errors_not_hangs)
     uct_rkey_release(m_component, &mapped.rkey);
     uct_rkey_release(m_component, &unmapped.rkey);
 }
+
+/* An asynchronous error (here injected: every event query fails, as after a faulting kernel) reaches every copy
+ * of a batch, not only the first; a flush issued with them completes once; the interface stays usable. */
+TEST_F(ipc_transport, asynchronous_error_reaches_every_copy_of_a_batch)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "needs the mock driver's error injection";
+    }
+    const size_t chunk = 4096, count = 8;
+    destroy_ep();
+    open_iface({{"MAX_BATCH", "16"}});
+    start_peer();
+    buffer local(buf_kind::cuda0, chunk * count);
+    remote_buf rb = remote_alloc(chunk * count, cux_device_count() - 1, 7);
+    ASSERT_NE(0u, rb.addr);
+
+    setenv("MOCK_CUDA_EVENT_ERROR", "1", 1);
+    std::vector<counting_completion> ops(count);
+    for (size_t i = 0; i < count; ++i) {
+        uct_iov_t iov = {(char*)local.ptr() + i * chunk, chunk, UCT_MEM_HANDLE_NULL, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * chunk, rb.rkey.rkey,
+                                                   &ops[i].comp));
+    }
+    counting_completion flushed;
+    ASSERT_EQ(UCS_INPROGRESS, uct_iface_flush(m_iface, 0, &flushed.comp));
+    wait(&flushed.comp);
+    unsetenv("MOCK_CUDA_EVENT_ERROR");
+
+    size_t errors = 0;
+    for (auto &op : ops) {
+        EXPECT_EQ(1, op.done);
+        errors += (op.done == 1) && (op.status != UCS_OK);
+    }
+    EXPECT_EQ(count, errors) << "copies of a failed batch completed with UCS_OK";
+    EXPECT_EQ(1, flushed.done);
+    EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), chunk, rb.addr, rb.rkey.rkey)) << "the interface is still usable";
+    remote_free(rb);
+}
+
+/* Odd values are clamped with a warning, and the interface works with what it took. */
+TEST_F(ipc_transport, odd_configuration_values_are_clamped)
+{
+    for (const char *max_batch : {"0", "1000"}) {
+        SCOPED_TRACE(std::string("MAX_BATCH=") + max_batch);
+        destroy_ep();
+        open_iface({{"MAX_BATCH", max_batch}});
+        start_peer();
+        buffer local(buf_kind::cuda0, 65536);
+        remote_buf rb = remote_alloc(65536, 0, 3);
+        ASSERT_NE(0u, rb.addr);
+        local.write(pattern(4, 65536));
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 65536, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, 65536, 4));
+        remote_free(rb);
+    }
+
+    /* no mapping kept at all would reopen it (about a millisecond) for every operation: one is kept */
+    destroy_ep();
+    close_iface();
+    open_md({{"CACHE_MAX_REGIONS", "0"}});
+    open_iface();
+    start_peer();
+    buffer local(buf_kind::cuda0, 4096);
+    remote_buf rb = remote_alloc(4096, 0, 5);
+    unsigned long regions, hits, misses, stale, evictions;
+    size_t total;
+    cux_ipc_cache_counters(&regions, &total, &hits, &misses, &stale, &evictions);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey));
+    }
+    unsigned long misses_before = misses, hits_before = hits;
+    cux_ipc_cache_counters(&regions, &total, &hits, &misses, &stale, &evictions);
+    EXPECT_EQ(1u, misses - misses_before);
+    EXPECT_EQ(2u, hits - hits_before);
+    remote_free(rb);
+}
+
+/* A peer killed with copies in flight: the copies complete (the mapping keeps the memory), nothing hangs, and
+ * ep_check reports the endpoint to the interface's error handler, which is how UCP learns to fail it. */
+TEST_F(ipc_transport, killed_peer_is_reported_by_ep_check)
+{
+    const size_t chunk = 65536, count = 8;
+    buffer local(buf_kind::cuda0, chunk * count);
+    remote_buf rb = remote_alloc(chunk * count, 0, 9);
+    ASSERT_NE(0u, rb.addr);
+
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
+    uct_worker_progress(m_worker);
+    EXPECT_TRUE(m_ep_errors.empty()) << "a live peer was reported";
+
+    counting_completion ops(count);
+    for (size_t i = 0; i < count; ++i) {
+        uct_iov_t iov = {(char*)local.ptr() + i * chunk, chunk, UCT_MEM_HANDLE_NULL, 0, 1};
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * chunk, rb.rkey.rkey, &ops.comp);
+        ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_OK)) << ucs_status_string(status);
+        ops.comp.count -= (status == UCS_OK);
+    }
+    m_peer->stop(); /* exits now, copies still in flight */
+
+    EXPECT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
+    for (int i = 0; (i < 1000) && m_ep_errors.empty(); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(1u, m_ep_errors.size()) << "the dead peer was not reported";
+    EXPECT_EQ(m_ep, m_ep_errors[0].first);
+    EXPECT_NE(UCS_OK, m_ep_errors[0].second);
+    if (ops.comp.count > 0) {
+        EXPECT_NE(UCS_ERR_TIMED_OUT, wait(&ops.comp)) << "copies in flight never completed";
+    }
+    counting_completion flushed;
+    ucs_status_t status = uct_iface_flush(m_iface, 0, &flushed.comp);
+    EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? wait(&flushed.comp) : status);
+    uct_rkey_release(m_component, &rb.rkey);
+}

@@ -82,3 +82,30 @@ TEST(driver_loader, module_refuses_a_ucx_of_another_version)
     EXPECT_NE(std::string::npos, other.output.find("built for UCX 1.13 but this process runs UCX 1.16.0"))
             << other.output;
 }
+
+/* Preloaded into a program that opens UCP later (an MPI program), the module asks the libucp beside the
+ * process's libucs: one of another version is refused before anything is registered. */
+TEST(driver_loader, module_refuses_another_version_before_ucp_is_loaded)
+{
+    const std::string dir = build_path("test/fake-ucx-lib");
+    command_result where  = run_command("ldd " + build_path("test/version_probe_uct") +
+                                        " | sed -n 's/.*libucs.so.0 => \\(.*\\)\\/libucs.so.0 .*/\\1/p'");
+    ASSERT_EQ(0, where.status) << where.output;
+    std::string libdir = where.output.substr(0, where.output.find('\n'));
+    ASSERT_FALSE(libdir.empty()) << "cannot find the libucs of the probe";
+
+    ASSERT_EQ(0, run_command("rm -rf " + dir + " && mkdir -p " + dir + " && for l in libucs libuct libucm; do " +
+                             "ln -s " + libdir + "/$l.so.0 " + dir + "/; done && cp " +
+                             build_path("test/.libs/libfakeucp.so") + " " + dir + "/libucp.so.0").status);
+
+    /* this UCX's own libucp beside it: the module registers */
+    command_result same = run_command("UCX_MODULES=^cuda " + build_path("test/version_probe_uct"));
+    EXPECT_NE(std::string::npos, same.output.find("registered=2")) << same.output;
+
+    command_result other = run_command("UCX_MODULES=^cuda LD_LIBRARY_PATH=" + dir + " " +
+                                       build_path("test/version_probe_uct"));
+    EXPECT_NE(std::string::npos, other.output.find("registered=0")) << other.output;
+    EXPECT_NE(std::string::npos, other.output.find("built for UCX 1.13 but this process runs UCX 1.16.0 (" + dir +
+                                                   "/libucp.so.0)")) << other.output;
+    run_command("rm -rf " + dir);
+}

@@ -239,6 +239,14 @@ void transport_test::open_md(const std::vector<std::pair<std::string, std::strin
     }
 }
 
+ucs_status_t transport_test::ep_error(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    transport_test *self = static_cast<transport_test*>(arg);
+
+    self->m_ep_errors.push_back({ep, status});
+    return UCS_OK;
+}
+
 void transport_test::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
 {
     uct_iface_config_t *iface_config;
@@ -253,7 +261,10 @@ void transport_test::open_iface(const std::vector<std::pair<std::string, std::st
         ASSERT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str()));
     }
 
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
+    params.err_handler          = ep_error;
+    params.err_handler_arg      = this;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
     params.mode.device.tl_name  = m_tl_name;
     params.mode.device.dev_name = "cuda";
@@ -322,6 +333,9 @@ ucs_status_t transport_test::wait(uct_completion_t *comp, double timeout_s)
 
 int ipc_peer_main(int fd);
 
+/* test_parity.cc: peer access from GPU0 to GPU1 after a fresh process measured that link. */
+int probe_peer_access();
+
 static int probe_driver()
 {
     ucs_status_t status = cux_devices_init();
@@ -335,6 +349,9 @@ int main(int argc, char **argv)
 {
     if ((argc > 1) && !strcmp(argv[1], "--probe-driver")) {
         return probe_driver();
+    }
+    if ((argc > 1) && !strcmp(argv[1], "--probe-peer-access")) {
+        return probe_peer_access();
     }
     if ((argc > 2) && !strcmp(argv[1], "--ipc-peer")) {
         return ipc_peer_main(atoi(argv[2]));

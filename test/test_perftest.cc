@@ -45,11 +45,13 @@ protected:
         EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
     }
 
-    /* test/cux_ucp_check through the launcher: every kind of GPU memory, sent and checked. */
-    command_result ucp_check(const std::string &env)
+    /* test/cux_ucp_check through the launcher: every kind of GPU memory, filled by plain synchronous copies,
+     * sent back and forth and checked. */
+    command_result ucp_check(const std::string &env, const std::string &args = "8 65539 1048576",
+                             const std::string &tls = "self,sm,cuda_copy,cuda_ipc")
     {
-        return run_command(m_env + env + " UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 600 " + m_run + " " +
-                           build_path("test/cux_ucp_check") + " 8 65539 1048576");
+        return run_command(m_env + env + " UCX_TLS=" + tls + " timeout 600 " + m_run + " " +
+                           build_path("test/cux_ucp_check") + " " + args);
     }
 
     std::string m_env, m_run;
@@ -126,6 +128,48 @@ TEST_F(stock_perftest, ucp_data_check_with_allocation_hooks)
     command_result r = ucp_check("CUX_MEMTYPE=hooks");
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+}
+
+/* Every size across UCP's protocol thresholds (short, bcopy, zcopy, rendezvous), messages inside larger
+ * allocations, one buffer sent back and forth: both ways of recognising GPU memory. */
+TEST_F(stock_perftest, ucp_data_check_across_protocol_thresholds)
+{
+    for (const char *mode : {"query", "hooks"}) {
+        command_result r = ucp_check(std::string("CUX_MEMTYPE=") + mode, "--sweep");
+        EXPECT_EQ(0, r.status) << mode << ":\n" << r.output;
+        EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+    }
+}
+
+/* The regression test of synchronous fills: without synchronous memory operations (CUX_SYNC_MEMOPS=n) the mock
+ * lands a pageable fill late, as the GPU may, and the data check sees stale data; the application-side remedy
+ * (--fill-sync) passes without the module's help; the 12.0-driver path (the pointer attribute) passes too. */
+TEST_F(stock_perftest, synchronous_fills_arrive_stale_without_synchronous_memory_operations)
+{
+    for (const char *mode : {"query", "hooks"}) {
+        SCOPED_TRACE(mode);
+        std::string env = std::string("CUX_MEMTYPE=") + mode;
+        command_result off = ucp_check(env + " CUX_SYNC_MEMOPS=n");
+        EXPECT_NE(0, off.status) << off.output;
+        EXPECT_NE(std::string::npos, off.output.find("stale")) << off.output;
+
+        command_result synced = ucp_check(env + " CUX_SYNC_MEMOPS=n", "--fill-sync 8 65539 1048576");
+        EXPECT_EQ(0, synced.status) << synced.output;
+
+        command_result pointer = ucp_check(env + " MOCK_CUDA_MODE=nosetflags");
+        EXPECT_EQ(0, pointer.status) << pointer.output;
+        EXPECT_NE(std::string::npos, pointer.output.find(" 0 failed")) << pointer.output;
+    }
+}
+
+/* Peer error handling (UCP_ERR_HANDLING_MODE_PEER, needs tcp on UCP 1.13: its shared-memory transports have
+ * none): the data check passes and prints the endpoint's lanes. */
+TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
+{
+    command_result r = ucp_check("CUX_MEMTYPE=query", "--peer-errors 8 1048576", "self,tcp,cuda_copy,cuda_ipc");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("# UCP endpoint")) << r.output;
+    printf("%s\n", r.output.substr(0, r.output.find("PASS")).c_str());
 }
 
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */

@@ -2,6 +2,10 @@
  * Pretends to be a UCP program of the UCX version in PROBE_UCX_VERSION ("MAJOR.MINOR"): the module's
  * constructor finds this ucp_get_version (the program exports its symbols). Prints how many of the module's
  * components were registered.
+ *
+ * Built with PROBE_NO_UCP it is a program without UCP (as an MPI program is when the module is preloaded,
+ * before the MPI library opens UCP): the module must then ask the libucp beside the process's libucs
+ * (test/fake_ucp.c stands in for one of another version).
  */
 #include <uct/api/uct.h>
 #include <stdio.h>
@@ -11,6 +15,7 @@
 /* From the module: referencing it keeps the linker from dropping the module from this program. */
 int cux_driver_version(void);
 
+#ifndef PROBE_NO_UCP
 void ucp_get_version(unsigned *major, unsigned *minor, unsigned *release)
 {
     const char *v = getenv("PROBE_UCX_VERSION");
@@ -22,6 +27,7 @@ void ucp_get_version(unsigned *major, unsigned *minor, unsigned *release)
         sscanf(v, "%u.%u", major, minor);
     }
 }
+#endif
 
 int main(void)
 {

@@ -38,12 +38,12 @@ int cux_device_by_uuid(const CUuuid *uuid);
 int cux_device_current(void);
 
 /*
- * Make a context current for a short stretch of work and put the caller's back afterwards. A thread with no
- * current context keeps ours: that saves the switch on the next call and changes nothing for the caller.
+ * Make a context current for a short stretch of work and put the caller's back afterwards, also when the
+ * caller had none: an application's thread must find its CUDA state as it left it (UCX's own module never
+ * changes the current context).
  */
 typedef struct cux_ctx_guard {
-    CUcontext prev;
-    int       pushed;
+    int pushed;
 } cux_ctx_guard_t;
 
 static inline ucs_status_t cux_ctx_enter(CUcontext ctx, cux_ctx_guard_t *guard)
@@ -51,17 +51,14 @@ static inline ucs_status_t cux_ctx_enter(CUcontext ctx, cux_ctx_guard_t *guard)
     CUcontext cur = NULL;
 
     guard->pushed = 0;
-    if (cux_drv.cuCtxGetCurrent(&cur) != CUDA_SUCCESS) {
-        cur = NULL;
-    }
-    if (cur == ctx) {
+    if ((cux_drv.cuCtxGetCurrent(&cur) == CUDA_SUCCESS) && (cur == ctx)) {
         return UCS_OK;
     }
-    if (cur == NULL) {
-        return CUX_DRV_CALL_ERR(cuCtxSetCurrent, ctx);
+    if (CUX_DRV_CALL_ERR(cuCtxPushCurrent, ctx) != UCS_OK) {
+        return UCS_ERR_IO_ERROR;
     }
     guard->pushed = 1;
-    return CUX_DRV_CALL_ERR(cuCtxPushCurrent, ctx);
+    return UCS_OK;
 }
 
 /* Enter the primary context of a device (retained on first use). */

@@ -64,8 +64,8 @@ UCS_CLASS_DECLARE(cux_iface_t, uct_iface_ops_t*, uct_iface_internal_ops_t*, uct_
 /* Fills what every CUDA interface reports: performance, events, zero-copy limits; callers add the rest. */
 void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr);
 
-/* An endpoint of either transport. Operations carry all they need (addresses, remote keys), so it holds
- * nothing of its own. */
+/* The base of both transports' endpoints; cuda_copy's as it is (its operations carry all they need), cuda_ipc's
+ * with its peer (cux_ipc_ep.h). */
 typedef struct cux_ep {
     uct_base_ep_t super;
 } cux_ep_t;
@@ -88,8 +88,6 @@ unsigned cux_iface_num_streams(uct_iface_h tl_iface);
 
 /* The generic operations, for a transport's uct_iface_ops_t initializer. */
 #define CUX_IFACE_COMMON_OPS \
-    .ep_create              = UCS_CLASS_NEW_FUNC_NAME(cux_ep_t), \
-    .ep_destroy             = UCS_CLASS_DELETE_FUNC_NAME(cux_ep_t), \
     .ep_pending_add         = cux_ep_pending_add, \
     .ep_pending_purge       = cux_ep_pending_purge, \
     .ep_flush               = cux_ep_flush, \

@@ -75,7 +75,6 @@ static ucs_status_t cux_link_measure(int src, int dst, cux_link_perf_t *perf)
 {
     int runner          = (src != CUX_LINK_HOST) ? src : dst;
     CUdeviceptr sbuf    = 0, dbuf = 0;
-    int enabled_peer    = 0;
     double lat[CUX_LINK_LAT_COPIES], t0;
     CUcontext peer_ctx;
     cux_ctx_guard_t guard;
@@ -93,9 +92,13 @@ static ucs_status_t cux_link_measure(int src, int dst, cux_link_perf_t *perf)
     }
     if ((src != CUX_LINK_HOST) && (dst != CUX_LINK_HOST) && (src != dst) &&
         (cux_device_ctx(dst, &peer_ctx) == UCS_OK)) {
-        /* as an imported mapping would (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS); undone below if ours */
-        res          = cux_drv.cuCtxEnablePeerAccess(peer_ctx, 0);
-        enabled_peer = (res == CUDA_SUCCESS);
+        /* As an imported mapping does (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), and left on: a mapping opened
+         * since, by us or by the application, may rely on it, and switching it off would break that mapping.
+         * Only cuda_ipc measures a GPU pair, and it would enable the same access at its first mapping. */
+        res = cux_drv.cuCtxEnablePeerAccess(peer_ctx, 0);
+        if ((res != CUDA_SUCCESS) && (res != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
+            ucs_debug("link %d -> %d measured without peer access (error %d)", src, dst, (int)res);
+        }
     }
     status = CUX_DRV_CALL_ERR(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING);
     if (status != UCS_OK) {
@@ -130,9 +133,6 @@ static ucs_status_t cux_link_measure(int src, int dst, cux_link_perf_t *perf)
     }
     (void)CUX_DRV_CALL_ERR(cuStreamDestroy, stream);
 out_leave:
-    if (enabled_peer) {
-        (void)CUX_DRV_CALL_ERR(cuCtxDisablePeerAccess, peer_ctx);
-    }
     cux_ctx_leave(&guard);
 out_free:
     cux_link_free(src, sbuf);

@@ -2,6 +2,7 @@
  * Pointer attribute queries: see cux_ptr.h.
  */
 #include "cux_ptr.h"
+#include "cux_device.h"
 
 #include <string.h>
 
@@ -19,6 +20,7 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     size_t size            = 0;
     unsigned long long bid = 0;
     void *data[]           = {&cu_type, &managed, &ordinal, &base, &size, &bid};
+    cux_device_t *dev;
     ucs_status_t status;
 
     /* Unlike cuPointerGetAttribute(), this returns success with zeroed values for unknown host memory. */
@@ -29,6 +31,7 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     }
 
     memset(info, 0, sizeof(*info));
+    info->sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
     if (managed) {
         info->mem_type = UCS_MEMORY_TYPE_CUDA_MANAGED;
     } else if (cu_type == CU_MEMORYTYPE_DEVICE) {
@@ -41,6 +44,8 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     }
 
     info->device    = ordinal;
+    dev             = cux_device_get(ordinal);
+    info->sys_dev   = (dev != NULL) ? dev->sys_dev : UCS_SYS_DEVICE_ID_UNKNOWN;
     info->base      = (void*)(uintptr_t)base;
     info->length    = size;
     info->buffer_id = bid;

@@ -8,11 +8,13 @@
 #include "driver/cux_driver.h"
 
 #include <ucs/memory/memory_type.h>
+#include <ucs/sys/topo/base/topo.h>
 #include <stddef.h>
 
 typedef struct cux_ptr_info {
     ucs_memory_type_t  mem_type;   /* CUDA, CUDA_MANAGED or HOST (pinned or not) */
     int                device;     /* ordinal, -1 for host memory */
+    ucs_sys_device_t   sys_dev;    /* the device's place in UCX's topology, or unknown */
     int                pinned;     /* host memory known to the driver */
     void               *base;      /* allocation start, NULL for host memory */
     size_t             length;     /* allocation length, 0 for host memory */

@@ -61,6 +61,8 @@ static UCS_CLASS_DECLARE_DELETE_FUNC(cux_copy_iface_t, uct_iface_t);
 
 static uct_iface_ops_t cux_copy_iface_ops = {
     CUX_IFACE_COMMON_OPS,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(cux_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(cux_ep_t),
     .ep_put_short             = cux_copy_ep_put_short,
     .ep_get_short             = cux_copy_ep_get_short,
     .ep_put_zcopy             = cux_copy_ep_put_zcopy,

@@ -4,6 +4,7 @@
 #include "cux_copy_md.h"
 #include "base/cux_iface.h"
 #include "base/cux_ptr.h"
+#include "base/cux_sync_memops.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -74,6 +75,10 @@ static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t 
         uct_md_log_mem_reg_error(flags, "cuda_copy: cannot query address %p: %s", address,
                                  ucs_status_string(status));
         return status;
+    }
+
+    if (cux_mem_type_is_cuda(info.mem_type)) {
+        cux_sync_memops(address, info.device);
     }
 
     memh = ucs_malloc(sizeof(*memh), "cux_copy_memh");
@@ -188,6 +193,7 @@ static ucs_status_t cux_copy_mem_alloc(uct_md_h md, size_t *length_p, void **add
     memh->address  = (void*)(uintptr_t)dptr;
     memh->length   = *length_p;
     memh->flags    = CUX_COPY_MEMH_ALLOCATED;
+    cux_sync_memops(memh->address, device);
     *address_p     = memh->address;
     *memh_p        = memh;
     cux_copy_md_cache_alloc(memh);
@@ -224,7 +230,12 @@ static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
     return status;
 }
 
-/* The memory types we handle; anything else is reported as not ours, which UCP takes as host memory. */
+/*
+ * The memory types we handle; anything else is reported as not ours, which UCP takes as host memory. As with
+ * UCX's own module, GPU memory UCP asks about gets synchronous memory operations, and UCP's memory-type cache
+ * learns its allocation: UCX's allocation hooks report buffers as "unknown", and UCP asks a memory domain only
+ * about those (or about every buffer when the cache is off, where the update does nothing).
+ */
 static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t *info)
 {
     ucs_status_t status = cux_ptr_query(address, info);
@@ -232,7 +243,12 @@ static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t 
     if (status != UCS_OK) {
         return status;
     }
-    return cux_mem_type_is_cuda(info->mem_type) ? UCS_OK : UCS_ERR_INVALID_ADDR;
+    if (!cux_mem_type_is_cuda(info->mem_type)) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    cux_sync_memops(address, info->device);
+    ucs_memtype_cache_update(info->base, info->length, info->mem_type, info->sys_dev);
+    return UCS_OK;
 }
 
 static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address, size_t length,
@@ -251,7 +267,6 @@ static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address
 static ucs_status_t cux_copy_mem_query(uct_md_h md, const void *address, size_t length,
                                        uct_md_mem_attr_t *mem_attr)
 {
-    cux_device_t *dev;
     cux_ptr_info_t info;
     ucs_status_t status;
 
@@ -264,8 +279,7 @@ static ucs_status_t cux_copy_mem_query(uct_md_h md, const void *address, size_t 
         mem_attr->mem_type = info.mem_type;
     }
     if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        dev               = cux_device_get(info.device);
-        mem_attr->sys_dev = (dev != NULL) ? dev->sys_dev : UCS_SYS_DEVICE_ID_UNKNOWN;
+        mem_attr->sys_dev = info.sys_dev;
     }
     if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
         mem_attr->base_address = info.base;

@@ -37,8 +37,9 @@
     _f(cuCtxPushCurrent, 4000) \
     _f(cuCtxPopCurrent, 4000) \
     _f(cuCtxGetDevice, 2000) \
+    _f(cuCtxGetFlags, 7000) \
+    _f(cuCtxSynchronize, 2000) \
     _f(cuCtxEnablePeerAccess, 4000) \
-    _f(cuCtxDisablePeerAccess, 4000) \
     _f(cuStreamCreate, 2000) \
     _f(cuStreamDestroy, 4000) \
     _f(cuStreamSynchronize, 2000) \
@@ -57,6 +58,7 @@
     _f(cuMemFreeHost, 2000) \
     _f(cuMemHostUnregister, 4000) \
     _f(cuPointerGetAttributes, 7000) \
+    _f(cuPointerSetAttribute, 6000) \
     _f(cuIpcGetMemHandle, 4010) \
     _f(cuIpcOpenMemHandle, 11000) \
     _f(cuIpcCloseMemHandle, 4010) \
@@ -74,6 +76,7 @@
 
 /* Entry points used when the driver has them: NULL otherwise, and the caller falls back. */
 #define CUX_DRIVER_OPTIONAL_FUNCS(_f) \
+    _f(cuCtxSetFlags, 12010) \
     _f(cuMemcpyBatchAsync, 13000)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;

@@ -2,12 +2,13 @@
  * cuda_ipc interface and endpoint: see cux_ipc_iface.h.
  */
 #include "cux_ipc_iface.h"
+#include "cux_ipc_ep.h"
 #include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
-#include <uct/base/uct_iov.inl>
 #include <unistd.h>
 
 #define CUX_IPC_DEV_NAME "cuda"
@@ -25,103 +26,6 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     {NULL}
 };
-
-/* --- endpoint --- */
-
-static void cux_ipc_region_release(void *arg)
-{
-    cux_ipc_cache_put(&cux_ipc_cache, arg);
-}
-
-static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                                         uint64_t remote_addr, uct_rkey_t rkey,
-                                                         uct_completion_t *comp, int put)
-{
-    cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
-    const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
-    const cux_ipc_rkey_t *key            = &ukey->key;
-    const cux_ipc_memh_t *memh;
-    cux_ipc_region_t *region = NULL;
-    cux_ptr_info_t info;
-    cux_dev_res_t *res;
-    ucs_status_t status;
-    int device;
-    void *remote;
-    size_t length;
-
-    if (ucs_unlikely(iovcnt > 1)) {
-        ucs_error("cuda_ipc: %zu iov entries, at most 1 is supported", iovcnt);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    length = uct_iov_total_length(iov, iovcnt);
-    if (ucs_unlikely(length == 0)) {
-        return UCS_OK;
-    }
-    if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {
-        ucs_error("cuda_ipc: 0x%" PRIx64 "+%zu is outside the remote allocation 0x%" PRIx64 "+%" PRIu64,
-                  remote_addr, length, (uint64_t)key->base, (uint64_t)key->length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-
-    /* The local buffer's device maps the remote allocation and drives the copy. */
-    memh = iov[0].memh;
-    if (memh != UCT_MEM_HANDLE_NULL) {
-        device = memh->device;
-    } else if ((status = cux_ptr_query(iov[0].buffer, &info)) != UCS_OK) {
-        return status;
-    } else {
-        device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
-    }
-
-    status = cux_dev_table_get(&iface->super.devs, device, &res);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    if (key->pid == iface->pid) {
-        remote = (void*)remote_addr; /* our own memory: no mapping needed */
-    } else {
-        status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
-        if (ucs_unlikely(status != UCS_OK)) {
-            return status;
-        }
-        remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
-    }
-
-    /* One queue per peer device keeps copies to different GPUs apart. */
-    status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
-                          put ? remote : iov[0].buffer,
-                          put ? iov[0].buffer : remote, length,
-                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
-                          (region != NULL) ? cux_ipc_region_release : NULL, region);
-    if ((status != UCS_INPROGRESS) && (region != NULL)) {
-        cux_ipc_cache_put(&cux_ipc_cache, region);
-    }
-    return status;
-}
-
-static ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
-{
-    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
-
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), PUT, ZCOPY,
-                                 uct_iov_total_length(iov, iovcnt));
-    return status;
-}
-
-static ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
-{
-    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
-
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), GET, ZCOPY,
-                                 uct_iov_total_length(iov, iovcnt));
-    return status;
-}
 
 /* --- interface --- */
 
@@ -153,8 +57,11 @@ static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     cux_iface_query(ucs_derived_of(tl_iface, cux_iface_t), attr);
     attr->iface_addr_len          = sizeof(cux_ipc_iface_addr_t);
     attr->device_addr_len         = sizeof(uint64_t);
+    /* A peer that dies is detected by ep_check (UCP's keepalive), so UCP may use cuda_ipc on endpoints that
+     * ask for peer error handling. */
     attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
-                                    UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
+                                    UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                                    UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
     return UCS_OK;
 }
 
@@ -162,8 +69,11 @@ static UCS_CLASS_DECLARE_DELETE_FUNC(cux_ipc_iface_t, uct_iface_t);
 
 static uct_iface_ops_t cux_ipc_iface_ops = {
     CUX_IFACE_COMMON_OPS,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(cux_ipc_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_ep_t),
     .ep_put_zcopy             = cux_ipc_ep_put_zcopy,
     .ep_get_zcopy             = cux_ipc_ep_get_zcopy,
+    .ep_check                 = cux_ipc_ep_check,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(cux_ipc_iface_t),
     .iface_query              = cux_ipc_iface_query,
     .iface_get_device_address = cux_ipc_iface_get_device_address,
@@ -213,6 +123,10 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->pid           = getpid();
     self->super.measure = cux_ipc_iface_measure;
     cux_async_set_max_batch(&self->super.async, config->max_batch);
+    if (self->super.async.max_batch != config->max_batch) {
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
+                 CUX_BATCH_MAX, self->super.async.max_batch);
+    }
     return UCS_OK;
 }
 

@@ -1,5 +1,5 @@
 /*
- * cuda_ipc interface and endpoint: put/get zero-copy between this process's GPU memory and another
+ * cuda_ipc interface: put/get zero-copy between this process's GPU memory and another
  * process's, through a cached mapping of the remote allocation. Per local device there is one stream queue
  * per peer device (and one for peers whose device is not visible here), so copies to different GPUs run
  * side by side.

@@ -4,6 +4,7 @@
 #include "cux_ipc_md.h"
 #include "base/cux_iface.h"
 #include "base/cux_ptr.h"
+#include "base/cux_sync_memops.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -290,6 +291,7 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
                                  address, ucs_memory_type_names[info.mem_type]);
         return UCS_ERR_UNSUPPORTED;
     }
+    cux_sync_memops(address, info.device);
 
     memh = ucs_calloc(1, sizeof(*memh), "cux_ipc_memh");
     if (memh == NULL) {
@@ -438,6 +440,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
                                     const uct_md_config_t *uct_config, uct_md_h *md_p)
 {
     const cux_ipc_md_config_t *config = ucs_derived_of(uct_config, cux_ipc_md_config_t);
+    unsigned long max_regions;
     cux_ipc_md_t *md;
     ucs_status_t status;
 
@@ -461,8 +464,14 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     pthread_mutex_lock(&cux_ipc_cache.lock);
     ++cux_ipc_md_count;
     pthread_mutex_unlock(&cux_ipc_cache.lock);
-    cux_ipc_cache_configure(&cux_ipc_cache, config->cache_enable, config->cache_max_regions,
-                            config->cache_max_size);
+    max_regions = config->cache_max_regions;
+    if (max_regions == 0) {
+        /* every mapping would be closed after each use and reopened (about a millisecond) at the next */
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "CACHE_MAX_REGIONS=0 would close every mapping after each use: "
+                 "using 1 (UCX_" CUX_IPC_CONFIG_PREFIX "CACHE=n is the way to keep none)");
+        max_regions = 1;
+    }
+    cux_ipc_cache_configure(&cux_ipc_cache, config->cache_enable, max_regions, config->cache_max_size);
     *md_p = &md->super;
     return UCS_OK;
 }

@@ -21,6 +21,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 #include <ucm/api/ucm.h>
 
 /* Exported by libucm.so.0, declared only in UCX's internal headers. */
@@ -70,6 +72,59 @@ static void cux_mt_dispatch(ucm_event_type_t type, uintptr_t address, size_t siz
     dispatch(type, &event);
 }
 
+/* ------------------------------------------------------------------ synchronous memory operations */
+
+/*
+ * A buffer reported here reaches UCP without our memory domain ever being asked about it, so what the domain
+ * does for the buffers it learns of (src/base/cux_sync_memops.h) happens here, at allocation: the allocating
+ * context gets CU_CTX_SYNC_MEMOPS (or, on a driver without cuCtxSetFlags, the allocation the pointer
+ * attribute), so that a synchronous fill has landed before UCX copies the buffer. CUX_SYNC_MEMOPS=n skips it.
+ */
+static struct {
+    CUresult (*ctx_get_flags)(unsigned*);
+    CUresult (*ctx_set_flags)(unsigned);
+    CUresult (*pointer_set_attribute)(const void*, CUpointer_attribute, CUdeviceptr);
+    int      disabled;
+} cux_mt_drv;
+
+static pthread_once_t cux_mt_drv_once = PTHREAD_ONCE_INIT;
+
+/* The driver is loaded by now (it just allocated); look in it, wherever the program's scope is. */
+static void cux_mt_drv_resolve(void)
+{
+    const char *path  = getenv("CUX_DRIVER_PATH");
+    const char *value = getenv("CUX_SYNC_MEMOPS");
+    void *handle;
+
+    cux_mt_drv.disabled = (value != NULL) && (!strcasecmp(value, "n") || !strcasecmp(value, "no") ||
+                                              !strcmp(value, "0"));
+    handle = dlopen(((path != NULL) && (*path != '\0')) ? path : "libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == NULL) {
+        return;
+    }
+    *(void**)&cux_mt_drv.ctx_get_flags         = dlsym(handle, "cuCtxGetFlags");
+    *(void**)&cux_mt_drv.ctx_set_flags         = dlsym(handle, "cuCtxSetFlags");
+    *(void**)&cux_mt_drv.pointer_set_attribute = dlsym(handle, "cuPointerSetAttribute");
+}
+
+static void cux_mt_sync_memops(uintptr_t address)
+{
+    unsigned flags, one = 1;
+
+    pthread_once(&cux_mt_drv_once, cux_mt_drv_resolve);
+    if (cux_mt_drv.disabled) {
+        return;
+    }
+    if ((cux_mt_drv.ctx_get_flags != NULL) && (cux_mt_drv.ctx_set_flags != NULL) &&
+        (cux_mt_drv.ctx_get_flags(&flags) == CUDA_SUCCESS) &&
+        ((flags & CU_CTX_SYNC_MEMOPS) || (cux_mt_drv.ctx_set_flags(flags | CU_CTX_SYNC_MEMOPS) == CUDA_SUCCESS))) {
+        return;
+    }
+    if (cux_mt_drv.pointer_set_attribute != NULL) {
+        cux_mt_drv.pointer_set_attribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, (CUdeviceptr)address);
+    }
+}
+
 static void cux_memtype_alloc(uintptr_t address, size_t size, ucs_memory_type_t mem_type)
 {
     unsigned b = cux_mt_bucket(address);
@@ -78,6 +133,7 @@ static void cux_memtype_alloc(uintptr_t address, size_t size, ucs_memory_type_t 
     if ((address == 0) || (size == 0)) {
         return;
     }
+    cux_mt_sync_memops(address);
     entry = malloc(sizeof(*entry));
     if (entry != NULL) {
         entry->address  = address;

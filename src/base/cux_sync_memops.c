@@ -1,0 +1,102 @@
+/*
+ * Synchronous memory operations: see cux_sync_memops.h.
+ */
+#include "cux_sync_memops.h"
+#include "cux_device.h"
+
+#include <ucs/debug/log.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int cux_sync_memops_enabled = 1;
+static pthread_once_t cux_sync_memops_once = PTHREAD_ONCE_INIT;
+
+/* Primary contexts already given the flag, by device ordinal. */
+static int cux_sync_memops_primary_done[CUX_MAX_DEVICES];
+
+/* The context this thread last had current when we checked: a thread that keeps one context pays one
+ * cuCtxGetCurrent per call. */
+static __thread CUcontext cux_sync_memops_last_ctx;
+
+static void cux_sync_memops_read_env(void)
+{
+    const char *value = getenv(CUX_SYNC_MEMOPS_ENV);
+
+    if ((value != NULL) && (!strcasecmp(value, "n") || !strcasecmp(value, "no") || !strcmp(value, "0"))) {
+        cux_sync_memops_enabled = 0;
+        ucs_debug("%s=%s: synchronous memory operations are not enforced on GPU buffers", CUX_SYNC_MEMOPS_ENV,
+                  value);
+    }
+}
+
+/* Give the current context CU_CTX_SYNC_MEMOPS if it lacks it, and then let what was issued before land. */
+static void cux_sync_memops_ctx(void)
+{
+    unsigned flags;
+
+    if ((CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxGetFlags, &flags) != UCS_OK) || (flags & CU_CTX_SYNC_MEMOPS)) {
+        return;
+    }
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxSetFlags, flags | CU_CTX_SYNC_MEMOPS) != UCS_OK) {
+        return;
+    }
+    /* once per context: a synchronous fill issued before now may still be landing */
+    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxSynchronize);
+}
+
+/* A 12.0 driver: the allocation's attribute, asked at every call. */
+static void cux_sync_memops_pointer(const void *address, int device)
+{
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_SYNC_MEMOPS;
+    unsigned set = 0, one = 1;
+    void *data   = &set;
+    cux_ctx_guard_t guard;
+
+    if ((CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 1, &attr, &data,
+                      (CUdeviceptr)(uintptr_t)address) == UCS_OK) && set) {
+        return;
+    }
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerSetAttribute, &one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                     (CUdeviceptr)(uintptr_t)address) != UCS_OK) {
+        return;
+    }
+    /* once per allocation: a synchronous fill issued before now may still be landing */
+    if (cux_device_ctx_enter(device, &guard) == UCS_OK) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxSynchronize);
+        cux_ctx_leave(&guard);
+    }
+}
+
+void cux_sync_memops(const void *address, int device)
+{
+    cux_ctx_guard_t guard;
+    CUcontext current;
+
+    pthread_once(&cux_sync_memops_once, cux_sync_memops_read_env);
+    if (!cux_sync_memops_enabled) {
+        return;
+    }
+
+    if (cux_drv.cuCtxSetFlags == NULL) {
+        cux_sync_memops_pointer(address, device);
+        return;
+    }
+
+    /* The application's own context, where its fills are most likely issued. */
+    if ((cux_drv.cuCtxGetCurrent(&current) == CUDA_SUCCESS) && (current != NULL) &&
+        (current != cux_sync_memops_last_ctx)) {
+        cux_sync_memops_ctx();
+        cux_sync_memops_last_ctx = current;
+    }
+
+    /* The primary context of the buffer's device: the CUDA runtime's, and ours. */
+    if ((cux_device_get(device) != NULL) &&
+        !__atomic_load_n(&cux_sync_memops_primary_done[device], __ATOMIC_ACQUIRE) &&
+        (cux_device_ctx_enter(device, &guard) == UCS_OK)) {
+        cux_sync_memops_ctx();
+        cux_ctx_leave(&guard);
+        __atomic_store_n(&cux_sync_memops_primary_done[device], 1, __ATOMIC_RELEASE);
+    }
+}

@@ -1,0 +1,131 @@
+/*
+ * cuda_ipc endpoint: see cux_ipc_ep.h.
+ */
+#include "cux_ipc_ep.h"
+#include "base/cux_ptr.h"
+
+#include <ucs/debug/log.h>
+#include <uct/base/uct_iov.inl>
+
+UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
+{
+    UCS_CLASS_CALL_SUPER_INIT(cux_ep_t, params);
+    self->remote_pid = ((const cux_ipc_iface_addr_t*)params->iface_addr)->pid;
+    /* fails when the peer is already gone */
+    return uct_ep_keepalive_init(&self->keepalive, self->remote_pid);
+}
+
+static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
+{
+}
+
+UCS_CLASS_DEFINE(cux_ipc_ep_t, cux_ep_t)
+UCS_CLASS_DEFINE_NEW_FUNC(cux_ipc_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(cux_ipc_ep_t, uct_ep_t);
+
+/* A peer whose process is gone, or whose pid now names another process, is reported to the interface's error
+ * handler (UCP then fails the endpoint's requests). */
+ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    cux_ipc_ep_t *ep = ucs_derived_of(tl_ep, cux_ipc_ep_t);
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->remote_pid, flags, comp);
+    return UCS_OK;
+}
+
+static void cux_ipc_region_release(void *arg)
+{
+    cux_ipc_cache_put(&cux_ipc_cache, arg);
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                                         uint64_t remote_addr, uct_rkey_t rkey,
+                                                         uct_completion_t *comp, int put)
+{
+    cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
+    const cux_ipc_rkey_t *key            = &ukey->key;
+    const cux_ipc_memh_t *memh;
+    cux_ipc_region_t *region = NULL;
+    cux_ptr_info_t info;
+    cux_dev_res_t *res;
+    ucs_status_t status;
+    int device;
+    void *remote;
+    size_t length;
+
+    if (ucs_unlikely(iovcnt > 1)) {
+        ucs_error("cuda_ipc: %zu iov entries, at most 1 is supported", iovcnt);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    length = uct_iov_total_length(iov, iovcnt);
+    if (ucs_unlikely(length == 0)) {
+        return UCS_OK;
+    }
+    if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {
+        ucs_error("cuda_ipc: 0x%" PRIx64 "+%zu is outside the remote allocation 0x%" PRIx64 "+%" PRIu64,
+                  remote_addr, length, (uint64_t)key->base, (uint64_t)key->length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* The local buffer's device maps the remote allocation and drives the copy. */
+    memh = iov[0].memh;
+    if (memh != UCT_MEM_HANDLE_NULL) {
+        device = memh->device;
+    } else if ((status = cux_ptr_query(iov[0].buffer, &info)) != UCS_OK) {
+        return status;
+    } else {
+        device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
+    }
+
+    status = cux_dev_table_get(&iface->super.devs, device, &res);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (key->pid == iface->pid) {
+        remote = (void*)remote_addr; /* our own memory: no mapping needed */
+    } else {
+        status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
+        if (ucs_unlikely(status != UCS_OK)) {
+            return status;
+        }
+        remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
+    }
+
+    /* One queue per peer device keeps copies to different GPUs apart. */
+    status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
+                          put ? remote : iov[0].buffer,
+                          put ? iov[0].buffer : remote, length,
+                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
+                          (region != NULL) ? cux_ipc_region_release : NULL, region);
+    if ((status != UCS_INPROGRESS) && (region != NULL)) {
+        cux_ipc_cache_put(&cux_ipc_cache, region);
+    }
+    return status;
+}
+
+ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), PUT, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                         uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
+
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), GET, ZCOPY,
+                                 uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+

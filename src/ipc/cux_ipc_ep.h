@@ -1,0 +1,27 @@
+/*
+ * cuda_ipc endpoint: put/get zero-copy between this process's GPU memory and the peer process's, through a
+ * cached mapping of the remote allocation. The endpoint knows its peer's pid and start time, so a peer that
+ * died (or whose pid was reused) is reported by ep_check.
+ */
+#ifndef CUX_IPC_EP_H_
+#define CUX_IPC_EP_H_
+
+#include "cux_ipc_iface.h"
+
+typedef struct cux_ipc_ep {
+    cux_ep_t             super;
+    pid_t                remote_pid;
+    uct_keepalive_info_t keepalive;
+} cux_ipc_ep_t;
+
+UCS_CLASS_DECLARE(cux_ipc_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_NEW_FUNC(cux_ipc_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(cux_ipc_ep_t, uct_ep_t);
+
+ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                                  uct_rkey_t rkey, uct_completion_t *comp);
+ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+
+#endif
