@@ -61,6 +61,12 @@ CASE_SETS = {
         ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 0)),
         ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 0)),
     ],
+    # What synchronous memory operations cost (issue 9): GPU buffers UCP asks about, processes on GPU0 and GPU1.
+    "integrity": [
+        ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
+        ("tag_bw cuda 1MB GPU0->GPU1", "tag_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("tag_lat host->cuda 8B GPU0<->GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 1)),
+    ],
     # A stock UCX with the module preloaded: both transports, and what GPU-memory detection costs host buffers.
     "stock": [
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),

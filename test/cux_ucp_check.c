@@ -3,7 +3,7 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_check [--fill-sync] [--peer-errors] [--rounds N] [--sweep | SIZE...]
+ *   cux_ucp_check [--fill-sync] [--peer-errors] [--rounds N] [--only I,J,...] [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -13,7 +13,8 @@
  * checks it (default 2 rounds). Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
  * after it, as applications write; --fill-sync adds cuCtxSynchronize after each fill. --peer-errors opens the
  * endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the
- * first side's endpoint configuration, to show which transports UCP chose in that mode.
+ * first side's endpoint configuration, to show which transports UCP chose in that mode. --only runs the cases
+ * of those indices (0-based, in the order printed).
  *
  * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
@@ -83,6 +84,7 @@ static int    check_num_sizes = 4;
 static int    check_rounds    = 2;
 static int    check_fill_sync = 0;
 static int    check_peer_errors = 0;
+static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
 
 /* ------------------------------------------------------------------ CUDA, through the global scope */
 
@@ -530,6 +532,20 @@ static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
     return pid;
 }
 
+static int case_selected(int index)
+{
+    const char *p = check_only;
+    char *end;
+
+    while (*p != '\0') {
+        if (strtol(p, &end, 10) == index) {
+            return 1;
+        }
+        p = (*end == ',') ? end + 1 : (*end == '\0') ? end : end + 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0, sizes_given = 0, i;
@@ -537,6 +553,8 @@ int main(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--fill-sync")) {
             check_fill_sync = 1;
+        } else if (!strcmp(argv[i], "--only") && (i + 1 < argc)) {
+            check_only = argv[++i];
         } else if (!strcmp(argv[i], "--peer-errors")) {
             check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
@@ -555,7 +573,7 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors] [--rounds N] [--sweep | SIZE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors] [--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }
@@ -568,6 +586,9 @@ int main(int argc, char **argv)
            check_fill_sync ? "followed by cuCtxSynchronize" : "by plain synchronous cuMemcpy");
     for (i = 0; i < (int)(sizeof(check_cases) / sizeof(check_cases[0])); ++i) {
         const check_case_t *c = &check_cases[i];
+        if ((check_only != NULL) && !case_selected(i)) {
+            continue;
+        }
 #ifdef CUX_CHECK_STATIC_CUDART
         if (c->send.kind != KIND_RUNTIME) {
             continue;
