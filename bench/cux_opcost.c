@@ -311,6 +311,14 @@ int main(int argc, char **argv)
             uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
     MEASURE("cuda_copy zcopy 64 KB GPU->GPU, issue to completion", iters,
             zcopy_roundtrip(&copy, (void*)d0b, (void*)d0, 65536, 0));
+    {
+        /* what UCP asks about every GPU buffer with its cache off (and once per buffer with UCX's hooks);
+         * includes synchronous memory operations unless CUX_SYNC_MEMOPS=n */
+        uct_md_mem_attr_t attr = {.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_SYS_DEV |
+                                                UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
+                                                UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH};
+        MEASURE("cuda_copy mem_query, device memory", iters, uct_md_mem_query(copy.md, (void*)d0, 8, &attr));
+    }
     close_transport(&copy);
 
     /* cuda_ipc: what a rendezvous message costs on our side (the key of a buffer of this process) */

@@ -10,7 +10,8 @@
 #              module did before) and with UCX's own module, a few runs each; then the threshold sweep.
 # STEP errors: the data check with peer error handling, with our module and with UCX's own: which lanes UCP
 #              picks in that mode.
-# STEP cost:   ucx_perftest, ours against ours with CUX_SYNC_MEMOPS=n and UCX's own module (bench "integrity").
+# STEP cost:   bench/cux_opcost's memory query and registration with and without synchronous memory operations,
+#              and ucx_perftest, ours against ours with CUX_SYNC_MEMOPS=n and UCX's own module (bench "integrity").
 # Writes $OUT/integrity-STEP.txt.
 set -u
 step=${1:?usage: gpu-host-integrity.sh repeat|errors|cost [RUNS]}
@@ -73,6 +74,11 @@ errors)
     use_module cux-module
     ;;
 cost)
+    for sync in y n; do
+        note "bench/cux_opcost with CUX_SYNC_MEMOPS=$sync (memory query and registration lines)"
+        CUX_SYNC_MEMOPS=$sync UCX_MODULES=^cuda "$work/plugin-build/bench/cux_opcost" 2>&1 |
+            grep -E 'mem_query|mem_reg|cux_ptr_query' >>"$log"
+    done
     python3 "$work"/uct-cuda-plugin-*/bench/perftest_compare.py --prefix "$prefix" \
         --module reference="$prefix/reference-module/libuct_cuda.so.0" \
         --module ours="$prefix/cux-module/libuct_cuda.so.0" \

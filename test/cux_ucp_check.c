@@ -234,8 +234,9 @@ static void mem_free(const check_mem_t *mem, void *ptr)
     }
 }
 
-/* With UCP's memory-type cache on, the buffer (allocated before UCP started) must be in it with its type:
- * that is what allocation hooks are for. With the cache off there is nothing to check. */
+/* With UCP's memory-type cache on, the buffer (allocated before UCP started) must be in it with its type, or as
+ * "unknown" (UCX's own hooks): that is what allocation hooks are for. With the cache off there is nothing to
+ * check. */
 static int mem_check_cache(const check_mem_t *mem, void *ptr, size_t size)
 {
     ucs_memory_type_t expect = (mem->kind == KIND_HOST) ? UCS_MEMORY_TYPE_HOST :
@@ -247,6 +248,8 @@ static int mem_check_cache(const check_mem_t *mem, void *ptr, size_t size)
     status = ucs_memtype_cache_lookup(ptr, size, &info);
     if (status == UCS_ERR_UNSUPPORTED) {
         return 0; /* UCX_MEMTYPE_CACHE=n */
+    } else if ((status == UCS_OK) && (info.type == UCS_MEMORY_TYPE_UNKNOWN)) {
+        return 0; /* a CUDA build of UCX: its hooks report "unknown" and UCP asks the memory domains */
     } else if (status == UCS_ERR_NO_ELEM) {
         info.type = UCS_MEMORY_TYPE_HOST; /* what UCP assumes */
     } else if (status != UCS_OK) {
