@@ -3,7 +3,7 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_check [--fill-sync] [--peer-errors] [--rounds N] [--only I,J,...] [--sweep | SIZE...]
+ *   cux_ucp_check [--fill-sync] [--peer-errors [--kill-peer]] [--rounds N] [--only I,J,...] [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -13,7 +13,9 @@
  * checks it (default 2 rounds). Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
  * after it, as applications write; --fill-sync adds cuCtxSynchronize after each fill. --peer-errors opens the
  * endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the
- * first side's endpoint configuration, to show which transports UCP chose in that mode. --only runs the cases
+ * first side's endpoint configuration, to show which transports UCP chose in that mode; with --kill-peer the
+ * second side then kills itself while the first has a rendezvous send to it outstanding, and that send must
+ * end (in an error) instead of hanging. --only runs the cases
  * of those indices (0-based, in the order printed).
  *
  * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
@@ -35,6 +37,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 #include <ucs/memory/memtype_cache.h>
 #include <unistd.h>
@@ -84,6 +87,7 @@ static int    check_num_sizes = 4;
 static int    check_rounds    = 2;
 static int    check_fill_sync = 0;
 static int    check_peer_errors = 0;
+static int    check_kill_peer   = 0;
 static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
 
 /* ------------------------------------------------------------------ CUDA, through the global scope */
@@ -429,6 +433,45 @@ static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_
     return sync_step(fd, rc);
 }
 
+/*
+ * --kill-peer: the second side tells the first it is about to die and kills itself; the first side's
+ * rendezvous send, outstanding then, must end within a minute (in an error: nobody receives it).
+ */
+static int kill_step(int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *msg, size_t size)
+{
+    ucp_request_param_t rparam = {0};
+    ucs_status_t status;
+    time_t deadline;
+    char bye = 0;
+    void *req;
+
+    if (!first) {
+        (void)sock_xfer(fd, &bye, 1, 1);
+        raise(SIGKILL);
+    }
+    if (sock_xfer(fd, &bye, 1, 0)) {
+        fprintf(stderr, "kill-peer: the peer did not announce its end\n");
+        return -1;
+    }
+    req      = ucp_tag_send_nbx(ep, msg, size, (ucp_tag_t)-2, &rparam);
+    deadline = time(NULL) + 60;
+    status   = UCS_PTR_IS_ERR(req) ? UCS_PTR_STATUS(req) : UCS_OK;
+    while (UCS_PTR_IS_PTR(req) && ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) &&
+           (time(NULL) < deadline)) {
+        ucp_worker_progress(worker);
+    }
+    if (status == UCS_INPROGRESS) {
+        fprintf(stderr, "kill-peer: a %zu-byte send to the killed peer still hangs after 60 s\n", size);
+        return -1;
+    }
+    if (UCS_PTR_IS_PTR(req)) {
+        ucp_request_free(req);
+    }
+    printf("kill-peer: the %zu-byte send to the killed peer ended: %s\n", size, ucs_status_string(status));
+    fflush(stdout);
+    return (status == UCS_OK) ? -1 : 0; /* nobody received it: success would be a lie */
+}
+
 static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     fprintf(stderr, "the peer failed: %s\n", ucs_status_string(status));
@@ -509,8 +552,24 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
         ucp_ep_print_info(ep, stdout);
         fflush(stdout);
     }
+    if ((rc == 0) && check_kill_peer) {
+        rc = kill_step(is_sender, worker, ep, fd, (uint8_t*)buf + CHECK_LEAD, max);
+        if (rc == 0) { /* the endpoint failed: UCP's own close of it is all that is left */
+            ucp_request_param_t force = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+            void *req = ucp_ep_close_nbx(ep, &force);
+            while (UCS_PTR_IS_PTR(req) && (ucp_request_check_status(req) == UCS_INPROGRESS)) {
+                ucp_worker_progress(worker);
+            }
+            if (UCS_PTR_IS_PTR(req)) {
+                ucp_request_free(req);
+            }
+            ep = NULL;
+        }
+    }
 
-    ucp_wait(worker, ucp_ep_close_nbx(ep, &rparam), "endpoint close", fd);
+    if (ep != NULL) {
+        ucp_wait(worker, ucp_ep_close_nbx(ep, &rparam), "endpoint close", fd);
+    }
     ucp_worker_release_address(worker, addr);
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
@@ -558,6 +617,8 @@ int main(int argc, char **argv)
             check_fill_sync = 1;
         } else if (!strcmp(argv[i], "--only") && (i + 1 < argc)) {
             check_only = argv[++i];
+        } else if (!strcmp(argv[i], "--kill-peer")) {
+            check_kill_peer = check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--peer-errors")) {
             check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
@@ -576,7 +637,7 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors] [--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }
@@ -612,6 +673,9 @@ int main(int argc, char **argv)
         for (j = 0; j < 2; ++j) {
             waitpid(pid[j], &st[j], 0);
             code[j] = WIFEXITED(st[j]) ? WEXITSTATUS(st[j]) : 128 + WTERMSIG(st[j]);
+        }
+        if (check_kill_peer && (code[0] == 128 + SIGKILL)) {
+            code[0] = 0; /* the second side killed itself, as asked */
         }
         if ((code[0] == CHECK_SKIP) || (code[1] == CHECK_SKIP)) {
             printf("SKIP %-32s %s -> %s: not available here\n", c->what, kind_names[c->send.kind],

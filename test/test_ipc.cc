@@ -756,3 +756,33 @@ TEST_F(ipc_transport, killed_peer_is_reported_by_ep_check)
     EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? wait(&flushed.comp) : status);
     uct_rkey_release(m_component, &rb.rkey);
 }
+
+/* UCP invalidates a failed rendezvous's send buffer before giving it back: the invalidation completes (the
+ * peer only ever reads that buffer, and its registration is gone); without a completion it is refused. */
+TEST_F(ipc_transport, invalidating_a_registration_completes)
+{
+    buffer local(buf_kind::cuda0, 65536);
+    uct_md_attr_t attr;
+    uct_mem_h memh;
+
+    ASSERT_EQ(UCS_OK, uct_md_query(m_md, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE);
+
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+    counting_completion comp(2); /* as UCP does: one for the call, one per memory domain */
+    uct_md_mem_dereg_params_t params = {};
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH | UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                        UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+    params.memh       = memh;
+    params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+    params.comp       = &comp.comp;
+    ASSERT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
+    EXPECT_EQ(1, comp.comp.count) << "the invalidation did not complete";
+
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+    params.memh       = memh;
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH | UCT_MD_MEM_DEREG_FIELD_FLAGS;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg_v2(m_md, &params));
+    params.flags = 0;
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
+}

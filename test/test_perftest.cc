@@ -162,14 +162,17 @@ TEST_F(stock_perftest, synchronous_fills_arrive_stale_without_synchronous_memory
     }
 }
 
-/* Peer error handling (UCP_ERR_HANDLING_MODE_PEER, needs tcp on UCP 1.13: its shared-memory transports have
- * none): the data check passes and prints the endpoint's lanes. */
+/* Peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings ask; tcp for active messages:
+ * UCP 1.13's shared-memory transports have none): UCP still puts cuda_ipc on the endpoint, the data check
+ * passes, and a rendezvous send to a peer that was killed ends in an error instead of hanging. */
 TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
 {
-    command_result r = ucp_check("CUX_MEMTYPE=query", "--peer-errors 8 1048576", "self,tcp,cuda_copy,cuda_ipc");
+    command_result r = ucp_check("CUX_MEMTYPE=query", "--kill-peer --only 0,1 8 1048576",
+                                 "self,tcp,cuda_copy,cuda_ipc");
     EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("# UCP endpoint")) << r.output;
-    printf("%s\n", r.output.substr(0, r.output.find("PASS")).c_str());
+    EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("send to the killed peer ended")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("2 passed, 0 failed")) << r.output;
 }
 
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */

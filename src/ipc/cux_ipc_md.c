@@ -206,7 +206,9 @@ void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsi
 
 static ucs_status_t cux_ipc_md_query(uct_md_h md, cux_md_attr_t *attr)
 {
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    /* INVALIDATE: UCP selects rendezvous lanes for endpoints with peer error handling only from memory domains
+     * that can invalidate (see cux_ipc_mem_dereg); UCX's own cuda_ipc declares it too. */
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     attr->cap.alloc_mem_types  = 0;
@@ -346,16 +348,32 @@ err_free:
 
 CUX_MEM_REG_FUNC(cux_ipc_mem_reg, cux_ipc_mem_reg_impl)
 
+/*
+ * UCP invalidates the send buffer of a rendezvous whose endpoint failed, before it hands the buffer back to
+ * the application: in that protocol the peer only reads the buffer through its mapping (get), so once we
+ * forget the registration nothing the peer does can change the application's data, and the invalidation is
+ * complete at once. (A peer's mapping itself cannot be revoked: a peer that is still alive may go on reading
+ * until it closes it. UCX's own module declares invalidation and never calls the completion.)
+ */
 static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
 {
+    unsigned flags         = UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0);
+    uct_completion_t *comp = UCT_MD_MEM_DEREG_FIELD_VALUE(params, comp, FIELD_COMPLETION, NULL);
     cux_ipc_memh_t *memh;
 
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
+    if ((flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) && (comp == NULL)) {
+        ucs_error("cuda_ipc: invalidation without a completion");
+        return UCS_ERR_INVALID_PARAM;
+    }
     memh = params->memh;
     if (memh->key.export_fd >= 0) {
         close(memh->key.export_fd); /* importers hold their own duplicate */
     }
     ucs_free(memh);
+    if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
+        uct_invoke_completion(comp, UCS_OK);
+    }
     return UCS_OK;
 }
 
