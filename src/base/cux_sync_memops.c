@@ -31,22 +31,27 @@ static void cux_sync_memops_read_env(void)
     }
 }
 
-/* Give the current context CU_CTX_SYNC_MEMOPS if it lacks it, and then let what was issued before land. */
-static void cux_sync_memops_ctx(void)
+/* Give the current context CU_CTX_SYNC_MEMOPS if it lacks it, and then let what was issued before land.
+ * Returns whether the context has the flag. */
+static int cux_sync_memops_ctx(void)
 {
     unsigned flags;
 
-    if ((CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxGetFlags, &flags) != UCS_OK) || (flags & CU_CTX_SYNC_MEMOPS)) {
-        return;
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxGetFlags, &flags) != UCS_OK) {
+        return 0;
+    }
+    if (flags & CU_CTX_SYNC_MEMOPS) {
+        return 1;
     }
     if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxSetFlags, flags | CU_CTX_SYNC_MEMOPS) != UCS_OK) {
-        return;
+        return 0;
     }
     /* once per context: a synchronous fill issued before now may still be landing */
     (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuCtxSynchronize);
+    return 1;
 }
 
-/* A 12.0 driver: the allocation's attribute, asked at every call. */
+/* A 12.0 driver, or a context that refused the flag: the allocation's attribute, asked at every call. */
 static void cux_sync_memops_pointer(const void *address, int device)
 {
     CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_SYNC_MEMOPS;
@@ -73,6 +78,7 @@ void cux_sync_memops(const void *address, int device)
 {
     cux_ctx_guard_t guard;
     CUcontext current;
+    int done;
 
     pthread_once(&cux_sync_memops_once, cux_sync_memops_read_env);
     if (!cux_sync_memops_enabled) {
@@ -92,11 +98,18 @@ void cux_sync_memops(const void *address, int device)
     }
 
     /* The primary context of the buffer's device: the CUDA runtime's, and ours. */
-    if ((cux_device_get(device) != NULL) &&
-        !__atomic_load_n(&cux_sync_memops_primary_done[device], __ATOMIC_ACQUIRE) &&
-        (cux_device_ctx_enter(device, &guard) == UCS_OK)) {
-        cux_sync_memops_ctx();
-        cux_ctx_leave(&guard);
+    if ((cux_device_get(device) == NULL) ||
+        __atomic_load_n(&cux_sync_memops_primary_done[device], __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    if (cux_device_ctx_enter(device, &guard) != UCS_OK) {
+        return;
+    }
+    done = cux_sync_memops_ctx();
+    cux_ctx_leave(&guard);
+    if (done) {
         __atomic_store_n(&cux_sync_memops_primary_done[device], 1, __ATOMIC_RELEASE);
+    } else {
+        cux_sync_memops_pointer(address, device);
     }
 }
