@@ -37,7 +37,9 @@ AS_IF([test -z "$cux_ucx_libdir"], [AC_MSG_ERROR([no libucs.so.0 under $with_ucx
 cux_ucx_run="env LD_LIBRARY_PATH=$cux_ucx_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} UCX_MODULES=^cuda"
 
 AC_MSG_CHECKING([installed UCX version])
-cux_ucx_version=`$cux_ucx_run "$cux_ucx_info" -v 2>/dev/null | sed -n 's/^# Version \(@<:@0-9.@:>@*\).*/\1/p'`
+# "# Version 1.13.1" up to 1.14, "# Library version: 1.16.0" since
+cux_ucx_version=`$cux_ucx_run "$cux_ucx_info" -v 2>/dev/null | \
+    sed -n 's/^# \(Library version:\|Version\) \(@<:@0-9.@:>@*\).*/\2/p' | head -n 1`
 AS_IF([test -z "$cux_ucx_version"], [AC_MSG_ERROR([could not run $cux_ucx_info -v])])
 AC_MSG_RESULT([$cux_ucx_version])
 
@@ -53,9 +55,10 @@ AS_IF([test "x$cux_src_version" != "x$cux_ucx_version"],
 
 cux_ucx_major=`echo $cux_ucx_version | cut -d. -f1`
 cux_ucx_minor=`echo $cux_ucx_version | cut -d. -f2`
+# One header per release in src/compat/ (cux_ucx_compat.h says how to add one).
 AS_CASE([$cux_ucx_major.$cux_ucx_minor],
-        [1.13], [],
-        [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: 1.13)])])
+        [1.13|1.16], [],
+        [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: 1.13, 1.16)])])
 AC_SUBST([CUX_UCX_VERNUM], [`expr $cux_ucx_major \* 100 + $cux_ucx_minor`])
 
 # UCX's own config.h as the installed build saw it. Autoconf's PACKAGE_* and VERSION would clash with ours.

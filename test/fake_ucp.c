@@ -1,5 +1,5 @@
 /*
- * A stand-in libucp.so.0 of another UCX version (FAKE_UCX_VERSION, "MAJOR.MINOR", default 1.16), for the
+ * A stand-in libucp.so.0 of another UCX version (FAKE_UCX_VERSION, "MAJOR.MINOR", default 1.99), for the
  * loader test of a module preloaded before UCP is loaded: test_loader.cc puts it beside links to the real
  * libucs and libuct.
  */
@@ -11,7 +11,7 @@ void ucp_get_version(unsigned *major, unsigned *minor, unsigned *release)
     const char *v = getenv("FAKE_UCX_VERSION");
 
     *major   = 1;
-    *minor   = 16;
+    *minor   = 99;
     *release = 0;
     if (v != NULL) {
         sscanf(v, "%u.%u", major, minor);

@@ -20,8 +20,8 @@ void ucp_get_version(unsigned *major, unsigned *minor, unsigned *release)
 {
     const char *v = getenv("PROBE_UCX_VERSION");
 
-    *major   = 1;
-    *minor   = 13;
+    *major   = CUX_UCX_VERNUM / 100; /* the version the module was built for, unless told otherwise */
+    *minor   = CUX_UCX_VERNUM % 100;
     *release = 0;
     if (v != NULL) {
         sscanf(v, "%u.%u", major, minor);

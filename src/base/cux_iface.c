@@ -48,7 +48,7 @@ static void cux_iface_resolve_perf(cux_iface_t *iface)
 {
     double bandwidth, latency;
 
-    if (!UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth) && (iface->perf.latency >= 0)) {
+    if (!CUX_CONFIG_BW_IS_AUTO(iface->perf.bandwidth) && (iface->perf.latency >= 0)) {
         return;
     }
     if (iface->measure == NULL) { /* a transport that measures nothing reports "unknown" as nothing */
@@ -57,7 +57,7 @@ static void cux_iface_resolve_perf(cux_iface_t *iface)
     } else {
         iface->measure(iface, &bandwidth, &latency);
     }
-    if (UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
+    if (CUX_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
         iface->perf.bandwidth = bandwidth;
     }
     if (iface->perf.latency < 0) {

@@ -13,7 +13,7 @@ typedef struct cux_iface_config {
     uct_iface_config_t super;
     unsigned           max_poll;
     unsigned           max_inflight;
-    double             bandwidth;   /* UCS_CONFIG_BW_AUTO: measured */
+    double             bandwidth;   /* "auto" (CUX_CONFIG_BW_IS_AUTO): measured */
     ucs_time_t         latency;     /* UCS_TIME_AUTO: measured */
     double             overhead;
 } cux_iface_config_t;
@@ -51,7 +51,7 @@ struct cux_iface {
     cux_dev_table_t  devs;
     int              num_devices;
     struct {
-        double       bandwidth;      /* UCS_CONFIG_BW_AUTO until measured */
+        double       bandwidth;      /* "auto" until measured */
         double       latency;        /* negative until measured */
         double       overhead;
     } perf;

@@ -1,12 +1,27 @@
 /*
  * The one place where differences between UCX versions live.
  *
- * The transports are written against version-neutral functions; the macros below wrap them into the ops
- * tables and signatures that the UCX version we build against expects. CUX_UCX_VERNUM is major*100+minor of
- * the installed UCX, set by configure (which also refuses versions not handled here).
+ * The transports are written against the version-neutral forms below; one header per supported release
+ * (cux_ucx_1_13.h, cux_ucx_1_16.h) wraps them into the ops tables and signatures that release expects.
+ * CUX_UCX_VERNUM is major*100+minor of the installed UCX, set by configure. Adding a release is one step: copy the
+ * header of the nearest release, adapt what changed (shared/NOTES.md lists the internal API changes), include it
+ * below, and add the version to configure's list (m4/cux_ucx.m4).
  *
- * Supported: 1.13 (Debian 12). Next: 1.16 (Ubuntu 24.04: uct_md_attr_v2_t query, mem_reg params, mkey_pack
- * with address/length, rkey_compare in the component, config field flags), then 1.22.
+ * What a release header provides, for the neutral form a transport writes:
+ *
+ *   cux_md_attr_t                               the attributes the md query op fills
+ *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
+ *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
+ *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
+ *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, rkey_buffer)
+ *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
+ *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
+ *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases
+ *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr)
+ *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
+ *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected)
+ *                                               internal iface ops; connected is CUX_EP_CONNECTED_IF_REACHABLE
+ *                                               or CUX_EP_CONNECTED_NEVER (releases that ask endpoints)
  */
 #ifndef CUX_UCX_COMPAT_H_
 #define CUX_UCX_COMPAT_H_
@@ -19,53 +34,26 @@
 #  error "CUX_UCX_VERNUM must be set by configure"
 #endif
 
+/* What a memory domain can do, whatever the release's attribute structure looks like. */
+typedef struct cux_md_caps {
+    uint64_t          flags;             /* UCT_MD_FLAG_* */
+    uint64_t          reg_mem_types;     /* bits of ucs_memory_type_t */
+    uint64_t          cache_mem_types;   /* registrations UCP may cache (releases that ask) */
+    uint64_t          alloc_mem_types;
+    uint64_t          access_mem_types;
+    uint64_t          detect_mem_types;
+    size_t            max_alloc;
+    size_t            max_reg;
+    size_t            rkey_packed_size;
+    ucs_linear_func_t reg_cost;
+} cux_md_caps_t;
+
 #if CUX_UCX_VERNUM == 113
-
-/* MD attributes as the md_query op receives them. */
-typedef uct_md_attr_t cux_md_attr_t;
-
-/* md ops slots that exist only in some versions. */
-#define CUX_MD_OPS_VERSION_FIELDS \
-    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
-
-/* component slots that exist only in some versions. */
-#define CUX_COMPONENT_VERSION_FIELDS
-
-/* Memory registration: the version's op wrapping cux-style (md, address, length, flags, memh_p). */
-#define CUX_MEM_REG_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_md_h md, void *address, size_t length, unsigned flags, \
-                              uct_mem_h *memh_p) \
-    { \
-        return _impl(md, address, length, flags, memh_p); \
-    }
-
-/* Key packing: the version's op wrapping cux-style (md, memh, rkey_buffer). */
-#define CUX_MKEY_PACK_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_md_h md, uct_mem_h memh, const uct_md_mkey_pack_params_t *params, \
-                              void *rkey_buffer) \
-    { \
-        return _impl(md, memh, rkey_buffer); \
-    }
-
-/* Remote key unpacking, as the component calls it. */
-#define CUX_RKEY_UNPACK_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p, \
-                              void **handle_p) \
-    { \
-        return _impl(component, rkey_buffer, rkey_p, handle_p); \
-    }
-
-/* Internal iface ops with the base implementations for what we do not specialise. */
-#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf) \
-    { \
-        .iface_estimate_perf = _estimate_perf, \
-        .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
-        .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
-        .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
-    }
-
+#  include "cux_ucx_1_13.h"
+#elif CUX_UCX_VERNUM == 116
+#  include "cux_ucx_1_16.h"
 #else
-#  error "unsupported UCX version: add it to cux_ucx_compat.h"
+#  error "unsupported UCX version: add a header for it (see the top of this file)"
 #endif
 
 #endif

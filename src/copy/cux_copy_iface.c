@@ -37,12 +37,14 @@ static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_a
     return UCS_OK;
 }
 
-static int cux_copy_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                       const uct_iface_addr_t *iface_addr)
+static int cux_copy_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
+                                    const uct_iface_addr_t *iface_addr)
 {
     return (iface_addr != NULL) &&
            (*(const uint64_t*)iface_addr == ucs_derived_of(tl_iface, cux_copy_iface_t)->id);
 }
+
+CUX_IFACE_REACHABLE_FUNC(cux_copy_iface_is_reachable, cux_copy_iface_reachable)
 
 static ucs_status_t cux_copy_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
@@ -71,11 +73,12 @@ static uct_iface_ops_t cux_copy_iface_ops = {
     .iface_query              = cux_copy_iface_query,
     .iface_get_device_address = (uct_iface_get_device_address_func_t)ucs_empty_function_return_success,
     .iface_get_address        = cux_copy_iface_get_address,
-    .iface_is_reachable       = cux_copy_iface_is_reachable,
+    CUX_IFACE_OPS_REACHABLE(cux_copy_iface_is_reachable),
 };
 
 static uct_iface_internal_ops_t cux_copy_iface_internal_ops =
-        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf);
+        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_copy_iface_is_reachable,
+                                    CUX_EP_CONNECTED_IF_REACHABLE);
 
 /* UCP 1.13 uses cuda_copy for copies between host and GPU memory: the host -> device link of the caller's
  * GPU. Without a measurement, UCX's own module's figures. */

@@ -24,23 +24,23 @@ static ucs_config_field_t cux_copy_md_config_table[] = {
     {NULL}
 };
 
-static ucs_status_t cux_copy_md_query(uct_md_h md, cux_md_attr_t *attr)
+static void cux_copy_md_caps(uct_md_h md, cux_md_caps_t *caps)
 {
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
-                                 UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
-    attr->cap.max_alloc        = SIZE_MAX;
-    attr->cap.max_reg          = SIZE_MAX;
-    attr->rkey_packed_size     = 0;
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_ALLOC;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+                             UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->max_alloc        = SIZE_MAX;
+    caps->max_reg          = SIZE_MAX;
+    caps->rkey_packed_size = 0;
     /* Registration of GPU memory makes one attribute query; pinning host memory costs more but is
      * not on the path UCP estimates. */
-    attr->reg_cost             = ucs_linear_func_make(1e-6, 0);
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
-    return UCS_OK;
+    caps->reg_cost         = ucs_linear_func_make(1e-6, 0);
 }
+
+CUX_MD_QUERY_FUNC(cux_copy_md_query, cux_copy_md_caps)
 
 /* Context for work that is not tied to a buffer: the caller's, or the first device's primary context. */
 static ucs_status_t cux_copy_md_default_ctx(cux_ctx_guard_t *guard, int *device_p)

@@ -41,16 +41,18 @@ static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
     return UCS_OK;
 }
 
-/* Same host. GPU-to-GPU access is checked when a buffer is mapped, where the devices are known. */
-/* Another process of this host. Never our own process: the driver refuses to import one's own memory, and
- * UCP would otherwise put cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
-static int cux_ipc_iface_is_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                      const uct_iface_addr_t *iface_addr)
+/* Another process of this host (GPU-to-GPU access is checked when a buffer is mapped, where the devices are
+ * known). Never our own process: the driver refuses to import one's own memory, and UCP would otherwise put
+ * cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
+static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
+                                   const uct_iface_addr_t *iface_addr)
 {
     return (dev_addr != NULL) && (iface_addr != NULL) &&
            (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id) &&
            (((const cux_ipc_iface_addr_t*)iface_addr)->pid != ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid);
 }
+
+CUX_IFACE_REACHABLE_FUNC(cux_ipc_iface_is_reachable, cux_ipc_iface_reachable)
 
 static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
@@ -78,11 +80,11 @@ static uct_iface_ops_t cux_ipc_iface_ops = {
     .iface_query              = cux_ipc_iface_query,
     .iface_get_device_address = cux_ipc_iface_get_device_address,
     .iface_get_address        = cux_ipc_iface_get_address,
-    .iface_is_reachable       = cux_ipc_iface_is_reachable,
+    CUX_IFACE_OPS_REACHABLE(cux_ipc_iface_is_reachable),
 };
 
 static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
-        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf);
+        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_ipc_iface_is_reachable, CUX_EP_CONNECTED_NEVER);
 
 /* The best link from the caller's GPU to a GPU it can reach (itself included: two processes may share a
  * GPU). The interface is one device for every peer, so it reports its best link; without a measurement,

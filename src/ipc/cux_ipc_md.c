@@ -204,22 +204,19 @@ void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsi
     pthread_mutex_unlock(&cux_ipc_cache.lock);
 }
 
-static ucs_status_t cux_ipc_md_query(uct_md_h md, cux_md_attr_t *attr)
+static void cux_ipc_md_caps(uct_md_h md, cux_md_caps_t *caps)
 {
     /* INVALIDATE: UCP selects rendezvous lanes for endpoints with peer error handling only from memory domains
      * that can invalidate (see cux_ipc_mem_dereg); UCX's own cuda_ipc declares it too. */
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = SIZE_MAX;
-    attr->rkey_packed_size     = sizeof(cux_ipc_rkey_t);
-    attr->reg_cost             = ucs_linear_func_make(2e-6, 0);
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
-    return UCS_OK;
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    caps->max_reg          = SIZE_MAX;
+    caps->rkey_packed_size = sizeof(cux_ipc_rkey_t);
+    caps->reg_cost         = ucs_linear_func_make(2e-6, 0);
 }
+
+CUX_MD_QUERY_FUNC(cux_ipc_md_query, cux_ipc_md_caps)
 
 /*
  * Export a cuMemCreate allocation as a POSIX file descriptor, kept open in this process for importers to take

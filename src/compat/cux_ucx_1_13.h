@@ -1,0 +1,79 @@
+/*
+ * UCX 1.13 (Debian 12): the release the neutral forms of cux_ucx_compat.h were first written against.
+ * Included by cux_ucx_compat.h only.
+ */
+#ifndef CUX_UCX_1_13_H_
+#define CUX_UCX_1_13_H_
+
+typedef uct_md_attr_t cux_md_attr_t;
+
+/* A bandwidth configured as "auto". */
+#define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)
+
+#define CUX_MD_QUERY_FUNC(_name, _caps) \
+    static ucs_status_t _name(uct_md_h md, uct_md_attr_t *attr) \
+    { \
+        cux_md_caps_t caps = {0}; \
+        _caps(md, &caps); \
+        attr->cap.flags            = caps.flags; \
+        attr->cap.reg_mem_types    = caps.reg_mem_types; \
+        attr->cap.alloc_mem_types  = caps.alloc_mem_types; \
+        attr->cap.access_mem_types = caps.access_mem_types; \
+        attr->cap.detect_mem_types = caps.detect_mem_types; \
+        attr->cap.max_alloc        = caps.max_alloc; \
+        attr->cap.max_reg          = caps.max_reg; \
+        attr->rkey_packed_size     = caps.rkey_packed_size; \
+        attr->reg_cost             = caps.reg_cost; \
+        memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus)); \
+        return UCS_OK; \
+    }
+
+#define CUX_MEM_REG_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, void *address, size_t length, unsigned flags, \
+                              uct_mem_h *memh_p) \
+    { \
+        return _impl(md, address, length, flags, memh_p); \
+    }
+
+#define CUX_MKEY_PACK_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, uct_mem_h memh, const uct_md_mkey_pack_params_t *params, \
+                              void *rkey_buffer) \
+    { \
+        return _impl(md, memh, rkey_buffer); \
+    }
+
+#define CUX_RKEY_UNPACK_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p, \
+                              void **handle_p) \
+    { \
+        return _impl(component, rkey_buffer, rkey_p, handle_p); \
+    }
+
+#define CUX_MD_OPS_VERSION_FIELDS \
+    .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
+
+#define CUX_COMPONENT_VERSION_FIELDS
+
+/* The public iface op is the neutral function itself. */
+#define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
+    static int _name(const uct_iface_h iface, const uct_device_addr_t *dev_addr, \
+                     const uct_iface_addr_t *iface_addr) \
+    { \
+        return _impl(iface, dev_addr, iface_addr); \
+    }
+
+#define CUX_IFACE_OPS_REACHABLE(_name) .iface_is_reachable = _name
+
+/* 1.13 never asks whether an endpoint is connected. */
+#define CUX_EP_CONNECTED_IF_REACHABLE
+#define CUX_EP_CONNECTED_NEVER
+
+#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
+    { \
+        .iface_estimate_perf = _estimate_perf, \
+        .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
+        .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
+        .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
+    }
+
+#endif

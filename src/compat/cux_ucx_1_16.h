@@ -1,0 +1,90 @@
+/*
+ * UCX 1.16 (Ubuntu 24.04), against 1.13: the md query fills uct_md_attr_v2_t, where invalidation is declared
+ * per access kind; "auto" bandwidth is UCS_CONFIG_DBL_AUTO; mem_reg takes a parameter structure; mkey_pack gets the address and length; components compare remote keys; md ops trade
+ * is_sockaddr_accessible for mem_attach; reachability goes through the internal iface_is_reachable_v2, and
+ * internal ops gain ep_connect_to_ep_v2 and ep_is_connected. Included by cux_ucx_compat.h only.
+ */
+#ifndef CUX_UCX_1_16_H_
+#define CUX_UCX_1_16_H_
+
+typedef uct_md_attr_v2_t cux_md_attr_t;
+
+/* A bandwidth configured as "auto". */
+#define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_DBL_IS_AUTO(_value)
+
+#define CUX_MD_QUERY_FUNC(_name, _caps) \
+    static ucs_status_t _name(uct_md_h md, uct_md_attr_v2_t *attr) \
+    { \
+        cux_md_caps_t caps = {0}; \
+        _caps(md, &caps); \
+        /* invalidation is asked per access kind since 1.16; ours covers what the peer does: RMA */ \
+        attr->flags                  = caps.flags | ((caps.flags & UCT_MD_FLAG_INVALIDATE) ? \
+                                                     UCT_MD_FLAG_INVALIDATE_RMA : 0); \
+        attr->reg_mem_types          = caps.reg_mem_types; \
+        attr->reg_nonblock_mem_types = 0; \
+        attr->cache_mem_types        = caps.cache_mem_types; \
+        attr->alloc_mem_types        = caps.alloc_mem_types; \
+        attr->access_mem_types       = caps.access_mem_types; \
+        attr->detect_mem_types       = caps.detect_mem_types; \
+        attr->dmabuf_mem_types       = 0; \
+        attr->max_alloc              = caps.max_alloc; \
+        attr->max_reg                = caps.max_reg; \
+        attr->rkey_packed_size       = caps.rkey_packed_size; \
+        attr->reg_cost               = caps.reg_cost; \
+        memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus)); \
+        return UCS_OK; \
+    }
+
+#define CUX_MEM_REG_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, void *address, size_t length, const uct_md_mem_reg_params_t *params, \
+                              uct_mem_h *memh_p) \
+    { \
+        return _impl(md, address, length, UCT_MD_MEM_REG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0), memh_p); \
+    }
+
+#define CUX_MKEY_PACK_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
+                              const uct_md_mkey_pack_params_t *params, void *rkey_buffer) \
+    { \
+        return _impl(md, memh, rkey_buffer); \
+    }
+
+#define CUX_RKEY_UNPACK_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p, \
+                              void **handle_p) \
+    { \
+        return _impl(component, rkey_buffer, rkey_p, handle_p); \
+    }
+
+#define CUX_MD_OPS_VERSION_FIELDS \
+    .mem_attach = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported,
+
+#define CUX_COMPONENT_VERSION_FIELDS \
+    .rkey_compare = uct_base_rkey_compare,
+
+/* The internal op takes a parameter structure; the public op is UCX's, which calls the internal one. */
+#define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
+    static int _name(const uct_iface_h iface, const uct_iface_is_reachable_params_t *params) \
+    { \
+        return _impl(iface, UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, device_addr, DEVICE_ADDR, NULL), \
+                     UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, iface_addr, IFACE_ADDR, NULL)) && \
+               uct_iface_scope_is_reachable(iface, params); \
+    }
+
+#define CUX_IFACE_OPS_REACHABLE(_name) .iface_is_reachable = uct_base_iface_is_reachable
+
+#define CUX_EP_CONNECTED_IF_REACHABLE uct_base_ep_is_connected
+#define CUX_EP_CONNECTED_NEVER        (uct_ep_is_connected_func_t)ucs_empty_function_return_zero_int
+
+#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
+    { \
+        .iface_estimate_perf   = _estimate_perf, \
+        .iface_vfs_refresh     = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
+        .ep_query              = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
+        .ep_invalidate         = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
+        .ep_connect_to_ep_v2   = (uct_ep_connect_to_ep_v2_func_t)ucs_empty_function_return_unsupported, \
+        .iface_is_reachable_v2 = _reachable, \
+        .ep_is_connected       = _connected, \
+    }
+
+#endif
