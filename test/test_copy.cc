@@ -178,6 +178,24 @@ TEST_F(copy, memory_type_detection)
     }
 }
 
+#ifdef UCT_DMABUF_FD_INVALID
+/* UCX 1.16 and later ask memory queries for a DMA-BUF descriptor: none is offered (and none left undefined). */
+TEST_F(copy, memory_query_offers_no_dmabuf_descriptor)
+{
+    buffer dev(buf_kind::cuda0, 4096);
+    uct_md_mem_attr_t attr;
+
+    attr.field_mask    = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_DMABUF_FD |
+                         UCT_MD_MEM_ATTR_FIELD_DMABUF_OFFSET;
+    attr.dmabuf_fd     = 12345;
+    attr.dmabuf_offset = 12345;
+    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, dev.ptr(), 4096, &attr));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+    EXPECT_EQ(UCT_DMABUF_FD_INVALID, attr.dmabuf_fd);
+    EXPECT_EQ(0u, attr.dmabuf_offset);
+}
+#endif
+
 TEST_F(copy, md_allocates_device_and_managed_memory)
 {
     for (ucs_memory_type_t mem_type : {UCS_MEMORY_TYPE_CUDA, UCS_MEMORY_TYPE_CUDA_MANAGED}) {

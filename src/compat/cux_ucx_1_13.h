@@ -35,6 +35,17 @@ typedef uct_md_attr_t cux_md_attr_t;
         return _impl(md, address, length, flags, memh_p); \
     }
 
+#define CUX_MEM_QUERY_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, const void *address, size_t length, uct_md_mem_attr_t *attr) \
+    { \
+        cux_mem_info_t info; \
+        ucs_status_t status = _impl(md, address, length, &info); \
+        if (status == UCS_OK) { \
+            CUX_MEM_ATTR_SET_COMMON(attr, &info); \
+        } \
+        return status; \
+    }
+
 #define CUX_MKEY_PACK_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, const uct_md_mkey_pack_params_t *params, \
                               void *rkey_buffer) \

@@ -1,6 +1,7 @@
 /*
  * UCX 1.16 (Ubuntu 24.04), against 1.13: the md query fills uct_md_attr_v2_t, where invalidation is declared
- * per access kind; "auto" bandwidth is UCS_CONFIG_DBL_AUTO; mem_reg takes a parameter structure; mkey_pack gets the address and length; components compare remote keys; md ops trade
+ * per access kind; memory attributes have a DMA-BUF descriptor; "auto" bandwidth is UCS_CONFIG_DBL_AUTO; mem_reg
+ * takes a parameter structure; mkey_pack gets the address and length; components compare remote keys; md ops trade
  * is_sockaddr_accessible for mem_attach; reachability goes through the internal iface_is_reachable_v2, and
  * internal ops gain ep_connect_to_ep_v2 and ep_is_connected. Included by cux_ucx_compat.h only.
  */
@@ -40,6 +41,24 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
                               uct_mem_h *memh_p) \
     { \
         return _impl(md, address, length, UCT_MD_MEM_REG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0), memh_p); \
+    }
+
+/* Memory attributes gained a DMA-BUF descriptor: none is offered. */
+#define CUX_MEM_QUERY_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, const void *address, size_t length, uct_md_mem_attr_t *attr) \
+    { \
+        cux_mem_info_t info; \
+        ucs_status_t status = _impl(md, address, length, &info); \
+        if (status == UCS_OK) { \
+            CUX_MEM_ATTR_SET_COMMON(attr, &info); \
+            if (attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_FD) { \
+                attr->dmabuf_fd = UCT_DMABUF_FD_INVALID; \
+            } \
+            if (attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_OFFSET) { \
+                attr->dmabuf_offset = 0; \
+            } \
+        } \
+        return status; \
     }
 
 #define CUX_MKEY_PACK_FUNC(_name, _impl) \

@@ -13,6 +13,7 @@
  *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
  *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
  *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
+ *   CUX_MEM_QUERY_FUNC(name, impl)              mem_query op from impl(md, address, length, cux_mem_info_t*)
  *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, rkey_buffer)
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
@@ -47,6 +48,31 @@ typedef struct cux_md_caps {
     size_t            rkey_packed_size;
     ucs_linear_func_t reg_cost;
 } cux_md_caps_t;
+
+/* What a memory query found; the release header copies what UCP asked for into its attribute structure. */
+typedef struct cux_mem_info {
+    ucs_memory_type_t mem_type;
+    ucs_sys_device_t  sys_dev;
+    void              *base_address;
+    size_t            alloc_length;
+} cux_mem_info_t;
+
+/* The fields every release's memory attributes have, by the caller's field mask. */
+#define CUX_MEM_ATTR_SET_COMMON(_attr, _info) \
+    do { \
+        if ((_attr)->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) { \
+            (_attr)->mem_type = (_info)->mem_type; \
+        } \
+        if ((_attr)->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) { \
+            (_attr)->sys_dev = (_info)->sys_dev; \
+        } \
+        if ((_attr)->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) { \
+            (_attr)->base_address = (_info)->base_address; \
+        } \
+        if ((_attr)->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) { \
+            (_attr)->alloc_length = (_info)->alloc_length; \
+        } \
+    } while (0)
 
 #if CUX_UCX_VERNUM == 113
 #  include "cux_ucx_1_13.h"

@@ -264,8 +264,7 @@ static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address
     return status;
 }
 
-static ucs_status_t cux_copy_mem_query(uct_md_h md, const void *address, size_t length,
-                                       uct_md_mem_attr_t *mem_attr)
+static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, size_t length, cux_mem_info_t *mem)
 {
     cux_ptr_info_t info;
     ucs_status_t status;
@@ -274,21 +273,14 @@ static ucs_status_t cux_copy_mem_query(uct_md_h md, const void *address, size_t 
     if (status != UCS_OK) {
         return status;
     }
-
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_MEM_TYPE) {
-        mem_attr->mem_type = info.mem_type;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_SYS_DEV) {
-        mem_attr->sys_dev = info.sys_dev;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS) {
-        mem_attr->base_address = info.base;
-    }
-    if (mem_attr->field_mask & UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH) {
-        mem_attr->alloc_length = info.length;
-    }
+    mem->mem_type     = info.mem_type;
+    mem->sys_dev      = info.sys_dev;
+    mem->base_address = info.base;
+    mem->alloc_length = info.length;
     return UCS_OK;
 }
+
+CUX_MEM_QUERY_FUNC(cux_copy_mem_query, cux_copy_mem_query_impl)
 
 static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
 {
