@@ -57,8 +57,8 @@ cux_ucx_major=`echo $cux_ucx_version | cut -d. -f1`
 cux_ucx_minor=`echo $cux_ucx_version | cut -d. -f2`
 # One header per release in src/compat/ (cux_ucx_compat.h says how to add one).
 AS_CASE([$cux_ucx_major.$cux_ucx_minor],
-        [1.13|1.16], [],
-        [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: 1.13, 1.16)])])
+        [1.13|1.16|1.22], [],
+        [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: 1.13, 1.16, 1.22)])])
 AC_SUBST([CUX_UCX_VERNUM], [`expr $cux_ucx_major \* 100 + $cux_ucx_minor`])
 
 # UCX's own config.h as the installed build saw it. Autoconf's PACKAGE_* and VERSION would clash with ours.

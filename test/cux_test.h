@@ -80,6 +80,10 @@ private:
     void     *m_ptr;
 };
 
+/* uct_config_modify by the variable's short name (1.13, 1.16) or with its table prefix (1.22: "CUDA_COPY_BW"). */
+ucs_status_t config_modify(void *config, const std::string &tl_name, const std::string &name,
+                           const std::string &value);
+
 /* Random bytes, a new seed every call. */
 std::vector<uint8_t> random_bytes(size_t size);
 

@@ -218,6 +218,22 @@ void transport_test::SetUp()
     open_iface();
 }
 
+ucs_status_t config_modify(void *config, const std::string &tl_name, const std::string &name,
+                           const std::string &value)
+{
+    ucs_status_t status = uct_config_modify(config, name.c_str(), value.c_str());
+    std::string full;
+
+    if (status != UCS_ERR_NO_ELEM) {
+        return status;
+    }
+    for (char c : tl_name) {
+        full += (char)toupper((unsigned char)c);
+    }
+    full += "_" + name;
+    return uct_config_modify(config, full.c_str(), value.c_str());
+}
+
 void transport_test::open_md(const std::vector<std::pair<std::string, std::string>> &config)
 {
     uct_md_config_t *md_config;
@@ -229,7 +245,7 @@ void transport_test::open_md(const std::vector<std::pair<std::string, std::strin
     }
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &md_config));
     for (const auto &kv : config) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(md_config, kv.first.c_str(), kv.second.c_str()));
+        ASSERT_EQ(UCS_OK, config_modify(md_config, m_tl_name, kv.first, kv.second)) << kv.first;
     }
     ucs_status_t status = uct_md_open(m_component, m_component_name, md_config, &m_md);
     uct_config_release(md_config);
@@ -258,7 +274,7 @@ void transport_test::open_iface(const std::vector<std::pair<std::string, std::st
     close_iface();
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config));
     for (const auto &kv : config) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str()));
+        ASSERT_EQ(UCS_OK, config_modify(iface_config, m_tl_name, kv.first, kv.second)) << kv.first;
     }
 
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |

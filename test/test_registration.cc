@@ -54,7 +54,7 @@ TEST(registration, md_config_defaults_and_environment)
     unsetenv("UCX_CUDA_COPY_PIN_HOST");
     ASSERT_EQ(UCS_OK, uct_config_get(config, "PIN_HOST", value, sizeof(value)));
     EXPECT_STREQ("n", value);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_config_modify(config, "PIN_HOST", "maybe"));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, config_modify(config, "cuda_copy", "PIN_HOST", "maybe"));
     uct_config_release(config);
 }
 
@@ -108,5 +108,26 @@ TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
     EXPECT_NE(std::string::npos, r.output.find("Component: cuda_cpy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Component: cuda_ipc")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
+}
+
+/* UCX 1.22 and later load every libuct_<name>.so.0 in UCX_PLUGIN_PATH (and in their module directory): the
+ * module is found there with no preload. Older releases open only the modules compiled into libuct. */
+TEST(registration, ucx_loads_the_module_from_its_plugin_path)
+{
+    if (CUX_UCX_VERNUM < 122) {
+        GTEST_SKIP() << "UCX " << CUX_UCX_VERNUM / 100 << "." << CUX_UCX_VERNUM % 100
+                     << " opens only the modules compiled into libuct (use LD_PRELOAD or ucx-cuda-run)";
+    }
+    char dir[] = "/tmp/cux-plugin-path-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    ASSERT_EQ(0, run_command(std::string("cp ") + build_path(".libs/libuct_cuda.so.0") + " " + dir).status);
+    /* no UCX_MODULES=^cuda here: it would filter out our module by its name; the plugin path is searched before
+     * the module directory, so ours wins over a libuct_cuda.so.0 there */
+    command_result r = run_command(std::string("env -u UCX_MODULES UCX_PLUGIN_PATH=") + dir + " CUX_DRIVER_PATH=" +
+                                   build_path("test/.libs/libmockcuda.so") + " " + CUX_TEST_UCX_INFO + " -d");
+    run_command(std::string("rm -rf ") + dir);
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
 }

@@ -13,6 +13,10 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_DBL_IS_AUTO(_value)
 
+/* UCP's memory-type cache learns an allocation. */
+#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev) \
+    ucs_memtype_cache_update(_address, _size, _mem_type, _sys_dev)
+
 #define CUX_MD_QUERY_FUNC(_name, _caps) \
     static ucs_status_t _name(uct_md_h md, uct_md_attr_v2_t *attr) \
     { \
@@ -61,6 +65,13 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         return status; \
     }
 
+#define CUX_MEM_ALLOC_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, size_t *length_p, void **address_p, ucs_memory_type_t mem_type, \
+                              unsigned flags, const char *alloc_name, uct_mem_h *memh_p) \
+    { \
+        return _impl(md, length_p, address_p, mem_type, flags, alloc_name, memh_p); \
+    }
+
 #define CUX_MKEY_PACK_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
                               const uct_md_mkey_pack_params_t *params, void *rkey_buffer) \
@@ -74,6 +85,8 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
     { \
         return _impl(component, rkey_buffer, rkey_p, handle_p); \
     }
+
+#define CUX_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp) UCT_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp)
 
 #define CUX_MD_OPS_VERSION_FIELDS \
     .mem_attach = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported,

@@ -2,7 +2,7 @@
  * The one place where differences between UCX versions live.
  *
  * The transports are written against the version-neutral forms below; one header per supported release
- * (cux_ucx_1_13.h, cux_ucx_1_16.h) wraps them into the ops tables and signatures that release expects.
+ * (cux_ucx_1_13.h, cux_ucx_1_16.h, cux_ucx_1_22.h) wraps them into the ops tables and signatures that release expects.
  * CUX_UCX_VERNUM is major*100+minor of the installed UCX, set by configure. Adding a release is one step: copy the
  * header of the nearest release, adapt what changed (shared/NOTES.md lists the internal API changes), include it
  * below, and add the version to configure's list (m4/cux_ucx.m4).
@@ -11,15 +11,20 @@
  *
  *   cux_md_attr_t                               the attributes the md query op fills
  *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
+ *   CUX_MEMTYPE_CACHE_UPDATE(addr, size, type, sys_dev)
+ *                                               tell UCP's memory-type cache about an allocation
  *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
  *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
  *   CUX_MEM_QUERY_FUNC(name, impl)              mem_query op from impl(md, address, length, cux_mem_info_t*)
+ *   CUX_MEM_ALLOC_FUNC(name, impl)              mem_alloc op from impl(md, length_p, address_p, mem_type, flags,
+ *                                               alloc_name, memh_p)
  *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, rkey_buffer)
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases
  *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr)
  *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
+ *   CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp)   ep_check's argument check
  *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected)
  *                                               internal iface ops; connected is CUX_EP_CONNECTED_IF_REACHABLE
  *                                               or CUX_EP_CONNECTED_NEVER (releases that ask endpoints)
@@ -29,6 +34,7 @@
 
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_iface.h>
+#include <ucs/memory/memtype_cache.h>
 #include <ucs/sys/stubs.h>
 
 #if !defined(CUX_UCX_VERNUM)
@@ -78,6 +84,8 @@ typedef struct cux_mem_info {
 #  include "cux_ucx_1_13.h"
 #elif CUX_UCX_VERNUM == 116
 #  include "cux_ucx_1_16.h"
+#elif CUX_UCX_VERNUM == 122
+#  include "cux_ucx_1_22.h"
 #else
 #  error "unsupported UCX version: add a header for it (see the top of this file)"
 #endif

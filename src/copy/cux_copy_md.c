@@ -147,13 +147,13 @@ static void cux_copy_md_cache_alloc(const cux_copy_memh_t *memh)
 
     if ((ucs_memtype_cache_global_instance != NULL) ||
         (ucs_memtype_cache_lookup(memh->address, 1, &info) != UCS_ERR_UNSUPPORTED)) {
-        ucs_memtype_cache_update(memh->address, memh->length, memh->mem_type, UCS_SYS_DEVICE_ID_UNKNOWN);
+        CUX_MEMTYPE_CACHE_UPDATE(memh->address, memh->length, memh->mem_type, UCS_SYS_DEVICE_ID_UNKNOWN);
     }
 }
 
-static ucs_status_t cux_copy_mem_alloc(uct_md_h md, size_t *length_p, void **address_p,
-                                       ucs_memory_type_t mem_type, unsigned flags, const char *alloc_name,
-                                       uct_mem_h *memh_p)
+static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void **address_p,
+                                            ucs_memory_type_t mem_type, unsigned flags, const char *alloc_name,
+                                            uct_mem_h *memh_p)
 {
     cux_copy_memh_t *memh;
     cux_ctx_guard_t guard;
@@ -206,6 +206,8 @@ err_free:
     return status;
 }
 
+CUX_MEM_ALLOC_FUNC(cux_copy_mem_alloc, cux_copy_mem_alloc_impl)
+
 static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
 {
     cux_copy_memh_t *memh = tl_memh;
@@ -247,7 +249,7 @@ static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t 
         return UCS_ERR_INVALID_ADDR;
     }
     cux_sync_memops(address, info->device);
-    ucs_memtype_cache_update(info->base, info->length, info->mem_type, info->sys_dev);
+    CUX_MEMTYPE_CACHE_UPDATE(info->base, info->length, info->mem_type, info->sys_dev);
     return UCS_OK;
 }
 

@@ -29,7 +29,7 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
 {
     cux_ipc_ep_t *ep = ucs_derived_of(tl_ep, cux_ipc_ep_t);
 
-    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->remote_pid, flags, comp);
     return UCS_OK;
 }
