@@ -1,11 +1,9 @@
 /*
- * UCX 1.13 (Debian 12): the release the neutral forms of cux_ucx_compat.h were first written against.
- * Included by cux_ucx_compat.h only.
+ * UCX 1.13 (Debian 12): the oldest release, and the base of the others: each later header includes the one
+ * before it and redefines only what its release changed. Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_13_H_
 #define CUX_UCX_1_13_H_
-
-typedef uct_md_attr_t cux_md_attr_t;
 
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)

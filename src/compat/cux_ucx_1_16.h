@@ -1,28 +1,31 @@
 /*
- * UCX 1.16 (Ubuntu 24.04), against 1.13: the md query fills uct_md_attr_v2_t, where invalidation is declared
- * per access kind; memory attributes have a DMA-BUF descriptor; "auto" bandwidth is UCS_CONFIG_DBL_AUTO; mem_reg
- * takes a parameter structure; mkey_pack gets the address and length; components compare remote keys; md ops trade
- * is_sockaddr_accessible for mem_attach; reachability goes through the internal iface_is_reachable_v2, and
- * internal ops gain ep_connect_to_ep_v2 and ep_is_connected. Included by cux_ucx_compat.h only.
+ * UCX 1.16 (Ubuntu 24.04): what changed since 1.13. The md query fills uct_md_attr_v2_t, where invalidation is
+ * declared per access kind; memory attributes have a DMA-BUF descriptor; "auto" bandwidth is
+ * UCS_CONFIG_DBL_AUTO; mem_reg takes a parameter structure; mkey_pack gets the address and length; components
+ * compare remote keys; md ops trade is_sockaddr_accessible for mem_attach; reachability goes through the
+ * internal iface_is_reachable_v2, and internal ops gain ep_connect_to_ep_v2 and ep_is_connected.
+ * Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_16_H_
 #define CUX_UCX_1_16_H_
 
-typedef uct_md_attr_v2_t cux_md_attr_t;
+#include "cux_ucx_1_13.h"
 
-/* A bandwidth configured as "auto". */
+#undef CUX_CONFIG_BW_IS_AUTO
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_DBL_IS_AUTO(_value)
 
-/* UCP's memory-type cache learns an allocation. */
-#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev) \
-    ucs_memtype_cache_update(_address, _size, _mem_type, _sys_dev)
+/* The defaults UCX fills before a transport's own query (1.22 has a function for them). */
+#define CUX_MD_ATTR_DEFAULTS(_attr) \
+    memset(&(_attr)->local_cpus, 0xff, sizeof((_attr)->local_cpus))
 
+#undef CUX_MD_QUERY_FUNC
 #define CUX_MD_QUERY_FUNC(_name, _caps) \
     static ucs_status_t _name(uct_md_h md, uct_md_attr_v2_t *attr) \
     { \
         cux_md_caps_t caps = {0}; \
         _caps(md, &caps); \
-        /* invalidation is asked per access kind since 1.16; ours covers what the peer does: RMA */ \
+        CUX_MD_ATTR_DEFAULTS(attr); \
+        /* invalidation is asked per access kind; ours covers what the peer does: RMA */ \
         attr->flags                  = caps.flags | ((caps.flags & UCT_MD_FLAG_INVALIDATE) ? \
                                                      UCT_MD_FLAG_INVALIDATE_RMA : 0); \
         attr->reg_mem_types          = caps.reg_mem_types; \
@@ -36,10 +39,10 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         attr->max_reg                = caps.max_reg; \
         attr->rkey_packed_size       = caps.rkey_packed_size; \
         attr->reg_cost               = caps.reg_cost; \
-        memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus)); \
         return UCS_OK; \
     }
 
+#undef CUX_MEM_REG_FUNC
 #define CUX_MEM_REG_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, void *address, size_t length, const uct_md_mem_reg_params_t *params, \
                               uct_mem_h *memh_p) \
@@ -47,9 +50,12 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         return _impl(md, address, length, UCT_MD_MEM_REG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0), memh_p); \
     }
 
-/* Memory attributes gained a DMA-BUF descriptor: none is offered. */
+/* The memory attributes mem_query fills (1.22: the v2 structure). No DMA-BUF descriptor is offered. */
+#define CUX_MEM_ATTR_T uct_md_mem_attr_t
+
+#undef CUX_MEM_QUERY_FUNC
 #define CUX_MEM_QUERY_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_md_h md, const void *address, size_t length, uct_md_mem_attr_t *attr) \
+    static ucs_status_t _name(uct_md_h md, const void *address, size_t length, CUX_MEM_ATTR_T *attr) \
     { \
         cux_mem_info_t info; \
         ucs_status_t status = _impl(md, address, length, &info); \
@@ -65,13 +71,7 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         return status; \
     }
 
-#define CUX_MEM_ALLOC_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_md_h md, size_t *length_p, void **address_p, ucs_memory_type_t mem_type, \
-                              unsigned flags, const char *alloc_name, uct_mem_h *memh_p) \
-    { \
-        return _impl(md, length_p, address_p, mem_type, flags, alloc_name, memh_p); \
-    }
-
+#undef CUX_MKEY_PACK_FUNC
 #define CUX_MKEY_PACK_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
                               const uct_md_mkey_pack_params_t *params, void *rkey_buffer) \
@@ -79,22 +79,16 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         return _impl(md, memh, rkey_buffer); \
     }
 
-#define CUX_RKEY_UNPACK_FUNC(_name, _impl) \
-    static ucs_status_t _name(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p, \
-                              void **handle_p) \
-    { \
-        return _impl(component, rkey_buffer, rkey_p, handle_p); \
-    }
-
-#define CUX_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp) UCT_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp)
-
+#undef CUX_MD_OPS_VERSION_FIELDS
 #define CUX_MD_OPS_VERSION_FIELDS \
     .mem_attach = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported,
 
+#undef CUX_COMPONENT_VERSION_FIELDS
 #define CUX_COMPONENT_VERSION_FIELDS \
     .rkey_compare = uct_base_rkey_compare,
 
 /* The internal op takes a parameter structure; the public op is UCX's, which calls the internal one. */
+#undef CUX_IFACE_REACHABLE_FUNC
 #define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
     static int _name(const uct_iface_h iface, const uct_iface_is_reachable_params_t *params) \
     { \
@@ -103,11 +97,18 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
                uct_iface_scope_is_reachable(iface, params); \
     }
 
+#undef CUX_IFACE_OPS_REACHABLE
 #define CUX_IFACE_OPS_REACHABLE(_name) .iface_is_reachable = uct_base_iface_is_reachable
 
+#undef CUX_EP_CONNECTED_IF_REACHABLE
+#undef CUX_EP_CONNECTED_NEVER
 #define CUX_EP_CONNECTED_IF_REACHABLE uct_base_ep_is_connected
 #define CUX_EP_CONNECTED_NEVER        (uct_ep_is_connected_func_t)ucs_empty_function_return_zero_int
 
+/* Internal ops that later releases add (1.22). */
+#define CUX_IFACE_INTERNAL_OPS_LATER
+
+#undef CUX_IFACE_INTERNAL_OPS_INIT
 #define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
     { \
         .iface_estimate_perf   = _estimate_perf, \
@@ -117,6 +118,7 @@ typedef uct_md_attr_v2_t cux_md_attr_t;
         .ep_connect_to_ep_v2   = (uct_ep_connect_to_ep_v2_func_t)ucs_empty_function_return_unsupported, \
         .iface_is_reachable_v2 = _reachable, \
         .ep_is_connected       = _connected, \
+        CUX_IFACE_INTERNAL_OPS_LATER \
     }
 
 #endif

@@ -2,14 +2,14 @@
  * The one place where differences between UCX versions live.
  *
  * The transports are written against the version-neutral forms below; one header per supported release
- * (cux_ucx_1_13.h, cux_ucx_1_16.h, cux_ucx_1_22.h) wraps them into the ops tables and signatures that release expects.
- * CUX_UCX_VERNUM is major*100+minor of the installed UCX, set by configure. Adding a release is one step: copy the
- * header of the nearest release, adapt what changed (shared/NOTES.md lists the internal API changes), include it
- * below, and add the version to configure's list (m4/cux_ucx.m4).
+ * (cux_ucx_1_13.h, cux_ucx_1_16.h, cux_ucx_1_22.h) wraps them into the ops tables and signatures that release
+ * expects. Each header includes the one of the release before and redefines only what changed, so it reads as
+ * the list of that release's internal API changes. CUX_UCX_VERNUM is major*100+minor of the installed UCX, set
+ * by configure. Adding a release is one step: a header that includes the nearest older one and redefines what
+ * changed, one line below, and the version in configure's list (m4/cux_ucx.m4).
  *
  * What a release header provides, for the neutral form a transport writes:
  *
- *   cux_md_attr_t                               the attributes the md query op fills
  *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
  *   CUX_MEMTYPE_CACHE_UPDATE(addr, size, type, sys_dev)
  *                                               tell UCP's memory-type cache about an allocation
