@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,15 @@ static void open_transport(const char *cmpt_name, const char *tl, ucs_async_cont
     CHECK(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &t->worker) == UCS_OK, "worker");
     CHECK(uct_md_iface_config_read(t->md, tl, NULL, NULL, &iface_config) == UCS_OK, "iface config");
     if (config_name != NULL) {
-        CHECK(uct_config_modify(iface_config, config_name, config_value) == UCS_OK, config_name);
+        /* the short name (UCX 1.13, 1.16) or with the table prefix (1.22 matches full names only) */
+        char full_name[128];
+        size_t i;
+        for (i = 0; (tl[i] != '\0') && (i < 64); ++i) {
+            full_name[i] = (char)toupper((unsigned char)tl[i]);
+        }
+        snprintf(full_name + i, sizeof(full_name) - i, "_%s", config_name);
+        CHECK((uct_config_modify(iface_config, config_name, config_value) == UCS_OK) ||
+              (uct_config_modify(iface_config, full_name, config_value) == UCS_OK), config_name);
     }
     params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
     params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;

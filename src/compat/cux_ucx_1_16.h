@@ -18,6 +18,9 @@
 #define CUX_MD_ATTR_DEFAULTS(_attr) \
     memset(&(_attr)->local_cpus, 0xff, sizeof((_attr)->local_cpus))
 
+/* A transport that moves host memory too is not listed as accessing it (1.22 does list it). */
+#define CUX_MD_HOST_ACCESS(_caps) 0
+
 #undef CUX_MD_QUERY_FUNC
 #define CUX_MD_QUERY_FUNC(_name, _caps) \
     static ucs_status_t _name(uct_md_h md, uct_md_attr_v2_t *attr) \
@@ -32,7 +35,7 @@
         attr->reg_nonblock_mem_types = 0; \
         attr->cache_mem_types        = caps.cache_mem_types; \
         attr->alloc_mem_types        = caps.alloc_mem_types; \
-        attr->access_mem_types       = caps.access_mem_types; \
+        attr->access_mem_types       = caps.access_mem_types | CUX_MD_HOST_ACCESS(&caps); \
         attr->detect_mem_types       = caps.detect_mem_types; \
         attr->dmabuf_mem_types       = 0; \
         attr->max_alloc              = caps.max_alloc; \

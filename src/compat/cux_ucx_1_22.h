@@ -1,6 +1,7 @@
 /*
  * UCX 1.22: what changed since 1.16. The md query starts from UCX's defaults (uct_md_base_md_query: the
- * attribute structure grew fields such as gva_mem_types); mem_query takes uct_md_mem_attr_v2_t; mem_alloc takes
+ * attribute structure grew fields such as gva_mem_types), and a transport that moves host memory lists it as
+ * accessed (UCP takes its memory-type copy lanes from those); mem_query takes uct_md_mem_attr_v2_t; mem_alloc takes
  * the system device; rkey_unpack takes a parameter structure; md ops gain mem_elem_pack; internal iface ops
  * gain iface_query_v2, ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with a completion; the
  * memory-type cache update takes memory flags. Included by cux_ucx_compat.h only.
@@ -16,6 +17,10 @@
 
 #undef CUX_MD_ATTR_DEFAULTS
 #define CUX_MD_ATTR_DEFAULTS(_attr) uct_md_base_md_query(_attr)
+
+/* UCP 1.22 takes memory-type copy lanes from transports that access host memory. */
+#undef CUX_MD_HOST_ACCESS
+#define CUX_MD_HOST_ACCESS(_caps) ((_caps)->copies_host_memory ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0)
 
 #undef CUX_MEM_ATTR_T
 #define CUX_MEM_ATTR_T uct_md_mem_attr_v2_t

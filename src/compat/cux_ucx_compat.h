@@ -49,6 +49,7 @@ typedef struct cux_md_caps {
     uint64_t          alloc_mem_types;
     uint64_t          access_mem_types;
     uint64_t          detect_mem_types;
+    int               copies_host_memory; /* moves host memory too (1.22 lists it as host access) */
     size_t            max_alloc;
     size_t            max_reg;
     size_t            rkey_packed_size;

@@ -32,6 +32,7 @@ static void cux_copy_md_caps(uct_md_h md, cux_md_caps_t *caps)
     caps->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     caps->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->copies_host_memory = 1;
     caps->max_alloc        = SIZE_MAX;
     caps->max_reg          = SIZE_MAX;
     caps->rkey_packed_size = 0;
