@@ -90,12 +90,18 @@
 #define CUX_EP_CONNECTED_IF_REACHABLE
 #define CUX_EP_CONNECTED_NEVER
 
+/* Internal ops that later releases add: each release header fills its own hook. */
+#define CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected)
+#define CUX_IFACE_INTERNAL_OPS_SINCE_1_22
+
 #define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
     { \
         .iface_estimate_perf = _estimate_perf, \
         .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
         .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
         .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
+        CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected) \
+        CUX_IFACE_INTERNAL_OPS_SINCE_1_22 \
     }
 
 #endif

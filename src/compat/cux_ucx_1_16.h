@@ -108,20 +108,10 @@
 #define CUX_EP_CONNECTED_IF_REACHABLE uct_base_ep_is_connected
 #define CUX_EP_CONNECTED_NEVER        (uct_ep_is_connected_func_t)ucs_empty_function_return_zero_int
 
-/* Internal ops that later releases add (1.22). */
-#define CUX_IFACE_INTERNAL_OPS_LATER
-
-#undef CUX_IFACE_INTERNAL_OPS_INIT
-#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
-    { \
-        .iface_estimate_perf   = _estimate_perf, \
-        .iface_vfs_refresh     = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
-        .ep_query              = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
-        .ep_invalidate         = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
-        .ep_connect_to_ep_v2   = (uct_ep_connect_to_ep_v2_func_t)ucs_empty_function_return_unsupported, \
-        .iface_is_reachable_v2 = _reachable, \
-        .ep_is_connected       = _connected, \
-        CUX_IFACE_INTERNAL_OPS_LATER \
-    }
+#undef CUX_IFACE_INTERNAL_OPS_SINCE_1_16
+#define CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected) \
+    .ep_connect_to_ep_v2   = (uct_ep_connect_to_ep_v2_func_t)ucs_empty_function_return_unsupported, \
+    .iface_is_reachable_v2 = _reachable, \
+    .ep_is_connected       = _connected,
 
 #endif

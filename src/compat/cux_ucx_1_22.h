@@ -51,8 +51,8 @@
     .mem_attach    = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported, \
     .mem_elem_pack = (uct_md_mem_elem_pack_func_t)ucs_empty_function_return_unsupported,
 
-#undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER \
+#undef CUX_IFACE_INTERNAL_OPS_SINCE_1_22
+#define CUX_IFACE_INTERNAL_OPS_SINCE_1_22 \
     .iface_query_v2   = uct_iface_base_query_v2, \
     .ep_get_device_ep = (uct_ep_get_device_ep_func_t)ucs_empty_function_return_unsupported, \
     .ep_put_sgl_zcopy = (uct_ep_put_sgl_zcopy_func_t)ucs_empty_function_return_unsupported,
