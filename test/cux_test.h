@@ -84,6 +84,9 @@ private:
 ucs_status_t config_modify(void *config, const std::string &tl_name, const std::string &name,
                            const std::string &value);
 
+/* Memory of a type from the memory domain itself (uct_mem_alloc with the MD method). */
+ucs_status_t md_alloc(uct_md_h md, ucs_memory_type_t mem_type, size_t size, uct_allocated_memory_t *mem);
+
 /* Random bytes, a new seed every call. */
 std::vector<uint8_t> random_bytes(size_t size);
 

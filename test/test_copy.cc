@@ -199,19 +199,10 @@ TEST_F(copy, memory_query_offers_no_dmabuf_descriptor)
 TEST_F(copy, md_allocates_device_and_managed_memory)
 {
     for (ucs_memory_type_t mem_type : {UCS_MEMORY_TYPE_CUDA, UCS_MEMORY_TYPE_CUDA_MANAGED}) {
-        uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
-        uct_mem_alloc_params_t params = {};
         uct_allocated_memory_t mem;
         ucs_memory_type_t detected;
 
-        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
-                            UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
-        params.flags      = UCT_MD_MEM_ACCESS_ALL;
-        params.mem_type   = mem_type;
-        params.mds.mds    = &m_md;
-        params.mds.count  = 1;
-        params.name       = "cux test";
-        ASSERT_EQ(UCS_OK, uct_mem_alloc(1 << 20, &method, 1, &params, &mem));
+        ASSERT_EQ(UCS_OK, md_alloc(m_md, mem_type, 1 << 20, &mem));
         EXPECT_EQ(mem_type, mem.mem_type);
         ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, mem.address, 1 << 20, &detected));
         EXPECT_EQ(mem_type, detected);

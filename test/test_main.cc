@@ -218,6 +218,21 @@ void transport_test::SetUp()
     open_iface();
 }
 
+ucs_status_t md_alloc(uct_md_h md, ucs_memory_type_t mem_type, size_t size, uct_allocated_memory_t *mem)
+{
+    uct_alloc_method_t method     = UCT_ALLOC_METHOD_MD;
+    uct_mem_alloc_params_t params = {};
+
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
+                        UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+    params.flags      = UCT_MD_MEM_ACCESS_ALL;
+    params.mem_type   = mem_type;
+    params.mds.mds    = &md;
+    params.mds.count  = 1;
+    params.name       = "cux test";
+    return uct_mem_alloc(size, &method, 1, &params, mem);
+}
+
 ucs_status_t config_modify(void *config, const std::string &tl_name, const std::string &name,
                            const std::string &value)
 {

@@ -43,21 +43,6 @@ CUcontext current_ctx()
     return ctx;
 }
 
-/* GPU memory from the memory domain itself (uct_mem_alloc with the MD method). */
-ucs_status_t md_alloc(uct_md_h md, size_t size, uct_allocated_memory_t *mem)
-{
-    uct_alloc_method_t method     = UCT_ALLOC_METHOD_MD;
-    uct_mem_alloc_params_t params = {};
-
-    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
-                        UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
-    params.flags      = UCT_MD_MEM_ACCESS_ALL;
-    params.mem_type   = UCS_MEMORY_TYPE_CUDA;
-    params.mds.mds    = &md;
-    params.mds.count  = 1;
-    params.name       = "parity";
-    return uct_mem_alloc(size, &method, 1, &params, mem);
-}
 
 } // namespace
 
@@ -177,7 +162,7 @@ TEST_F(parity, synchronous_fill_then_send_of_md_allocated_memory)
 {
     uct_allocated_memory_t mem;
 
-    ASSERT_EQ(UCS_OK, md_alloc(m_md, fill_size, &mem));
+    ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, fill_size, &mem));
     fill_and_send(learn::none, mem.address, fill_size);
     EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
 }
@@ -225,7 +210,7 @@ TEST_F(parity, the_callers_context_is_left_as_it_was)
         ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, dev.ptr(), 4096, UCT_MD_MEM_ACCESS_ALL, &memh));
         EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
         EXPECT_EQ(before, current_ctx()) << "mem_reg";
-        ASSERT_EQ(UCS_OK, md_alloc(m_md, 4096, &mem));
+        ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 4096, &mem));
         EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
         EXPECT_EQ(before, current_ctx()) << "mem_alloc";
         EXPECT_EQ(UCS_OK, uct_ep_put_short(m_ep, host.data(), 8, (uint64_t)dev.ptr(), 0));
