@@ -41,6 +41,15 @@ bool using_mock_driver();
 std::string build_path(const std::string &rel);
 std::string source_path(const std::string &rel);
 
+/* Skip the current test when the installed UCX has no ucx_info or ucx_perftest (package ucx-utils): configure
+ * then took the build defines from --with-ucx-build-config. */
+#define CUX_SKIP_WITHOUT_UCX_TOOLS() \
+    do { \
+        if (CUX_TEST_UCX_INFO[0] == '\0') { \
+            GTEST_SKIP() << "the installed UCX has no ucx_info or ucx_perftest (package ucx-utils)"; \
+        } \
+    } while (0)
+
 /* Skip the current test, saying why, when no CUDA device is visible; fail instead where devices are required
  * (CUX_TEST_REQUIRE_GPU=1: the mock runs and the GPU host), so a broken driver set-up cannot pass as skips. */
 #define CUX_SKIP_WITHOUT_GPU() \

@@ -82,6 +82,7 @@ static command_result ucx_info(const std::string &args, const std::string &env =
 
 TEST(registration, stock_ucx_info_shows_every_variable)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     command_result r = ucx_info("-c -f");
     ASSERT_EQ(0, r.status) << r.output;
     for (const char *var : {"UCX_CUDA_COPY_PIN_HOST=y", "UCX_CUDA_COPY_MAX_POLL=16",
@@ -95,6 +96,7 @@ TEST(registration, stock_ucx_info_shows_every_variable)
 
 TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     command_result r = ucx_info("-d", "CUX_DRIVER_PATH=/nonexistent/libcuda.so.1");
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_EQ(std::string::npos, r.output.find("cuda_copy")) << r.output;
@@ -103,6 +105,7 @@ TEST(registration, stock_ucx_info_without_gpu_lists_no_cuda_transport)
 
 TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     command_result r = ucx_info("-d", "CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so"));
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Component: cuda_cpy")) << r.output;
@@ -115,6 +118,7 @@ TEST(registration, stock_ucx_info_with_mock_gpu_lists_cuda_copy)
  * module is found there with no preload. Older releases open only the modules compiled into libuct. */
 TEST(registration, ucx_loads_the_module_from_its_plugin_path)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     if (CUX_UCX_VERNUM < 122) {
         GTEST_SKIP() << "UCX " << CUX_UCX_VERNUM / 100 << "." << CUX_UCX_VERNUM % 100
                      << " opens only the modules compiled into libuct (use LD_PRELOAD or ucx-cuda-run)";
