@@ -15,15 +15,24 @@ protected:
     void SetUp() override
     {
         CUX_SKIP_WITHOUT_GPU();
-        command_result b = run_command(std::string("UCX_MODULES=^cuda ") + CUX_TEST_UCX_INFO +
-                                       " -b | grep ucx_perftest_MODULES");
-        if (b.output.find("cuda") != std::string::npos) {
+        if (ucx_has_perftest_cuda_module()) {
             GTEST_SKIP() << "this UCX has its own perftest CUDA allocator: the launcher is for stock UCX";
         }
         m_env = "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
                 " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
                 " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") + " UCX_WARN_UNUSED_ENV_VARS=n ";
         m_run = build_path("ucx-cuda-run");
+    }
+
+    /* The perftest CUDA module of a UCX built with CUDA; without ucx_info, looked for in the module directory. */
+    static bool ucx_has_perftest_cuda_module()
+    {
+        if (CUX_TEST_UCX_INFO[0] == '\0') {
+            return access((std::string(CUX_TEST_UCX_LIBDIR) + "/ucx/libucx_perftest_cuda.so.0").c_str(), F_OK) == 0;
+        }
+        command_result b = run_command(std::string("UCX_MODULES=^cuda ") + CUX_TEST_UCX_INFO +
+                                       " -b | grep ucx_perftest_MODULES");
+        return b.output.find("cuda") != std::string::npos;
     }
 
     /* Two processes, server and client, through the launcher; returns the client's output. */
@@ -60,10 +69,27 @@ protected:
 
 TEST_F(stock_perftest, launcher_prints_the_environment_for_mpi_launchers)
 {
+    /* the suites run with UCX_MODULES=^cuda (no installed UCX's own module): UCX cannot open ours by name */
     command_result r = run_command(m_env + m_run + " --env");
     ASSERT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("export LD_PRELOAD=" + build_path(".libs/libuct_cuda.so.0")));
+    EXPECT_EQ(std::string::npos, r.output.find("UCX_PLUGIN_PATH")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("export UCX_MEMTYPE_CACHE=n"));
+
+    /* UCX 1.22 and later open it from UCX_PLUGIN_PATH when UCX_MODULES allows: a preload as well would
+     * register it twice */
+    for (const char *modules : {"", "UCX_MODULES=^ib,rdmacm", "UCX_MODULES=cma,cuda"}) {
+        r = run_command(m_env + "env -u UCX_MODULES " + modules + " " + m_run + " --env");
+        ASSERT_EQ(0, r.status) << r.output;
+        if (CUX_UCX_VERNUM >= 122) {
+            EXPECT_NE(std::string::npos, r.output.find("export UCX_PLUGIN_PATH=" + build_path(".libs")))
+                    << modules << ": " << r.output;
+            EXPECT_EQ(std::string::npos, r.output.find("libuct_cuda.so.0")) << modules << ": " << r.output;
+        } else {
+            EXPECT_NE(std::string::npos, r.output.find("export LD_PRELOAD=" + build_path(".libs/libuct_cuda.so.0")))
+                    << modules << ": " << r.output;
+        }
+    }
 }
 
 TEST_F(stock_perftest, launcher_in_hooks_mode_preloads_the_hooks_and_keeps_the_cache)
@@ -90,6 +116,7 @@ TEST_F(stock_perftest, launcher_without_the_module_says_so)
 
 TEST_F(stock_perftest, perftest_lists_cuda_memory)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     command_result r = run_command(m_env + m_run + " " + CUX_TEST_UCX_PREFIX + "/bin/ucx_perftest -h");
     EXPECT_NE(std::string::npos, r.output.find("cuda - NVIDIA GPU memory")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("cuda-managed")) << r.output;
@@ -97,21 +124,25 @@ TEST_F(stock_perftest, perftest_lists_cuda_memory)
 
 TEST_F(stock_perftest, tag_bw_gpu_to_gpu_over_cuda_ipc)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
 
 TEST_F(stock_perftest, tag_bw_host_to_gpu_over_cuda_copy)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy", "-t tag_bw -m host,cuda -s 1048576 -n 20 -w 2");
 }
 
 TEST_F(stock_perftest, tag_lat_gpu_memory)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
 }
 
 TEST_F(stock_perftest, tag_bw_gpu_to_gpu_with_allocation_hooks)
 {
+    CUX_SKIP_WITHOUT_UCX_TOOLS();
     m_env += "CUX_MEMTYPE=hooks ";
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
