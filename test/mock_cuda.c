@@ -20,6 +20,10 @@
  * the NULL stream): copies on other streams read what was there before. MOCK_CUDA_LATE_DMA=0 turns it off.
  * MOCK_CUDA_MODE=nosetflags hides cuCtxSetFlags (a 12.0 driver). MOCK_CUDA_EVENT_ERROR makes every
  * cuEventQuery fail with CUDA_ERROR_ILLEGAL_ADDRESS.
+ *
+ * DMA-BUF: cuMemGetHandleForAddressRange checks the range as the driver documents it (page-aligned, device
+ * memory of one allocation) and returns a memfd of the range's size, so a test can check the size with
+ * lseek(SEEK_END) as it would on a real dma-buf. MOCK_CUDA_NO_DMABUF=1: devices do not support dma-buf.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -322,7 +326,11 @@ static CUresult m_cuDeviceGetName(char *name, int len, CUdevice d)
     return CUDA_SUCCESS;
 }
 
-static CUresult m_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) { *v = 1; return CUDA_SUCCESS; }
+static CUresult m_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+    *v = !((a == CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) && getenv("MOCK_CUDA_NO_DMABUF"));
+    return CUDA_SUCCESS;
+}
 
 static CUresult m_cuDeviceGetPCIBusId(char *s, int len, CUdevice d)
 {
@@ -868,6 +876,32 @@ static CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocation
     return CUDA_SUCCESS;
 }
 
+static CUresult m_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                                CUmemRangeHandleType type, unsigned long long flags)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    mock_alloc_t *a = mock_find(dptr);
+    int fd;
+
+    if ((type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) || (flags != 0) || (dptr % page) || (size % page) ||
+        (size == 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((a == NULL) || a->managed || a->host_pinned ||
+        (dptr + size > ((a->start + a->size + page - 1) / page) * page)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (getenv("MOCK_CUDA_NO_DMABUF")) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    fd = memfd_create("mock-dmabuf", MFD_CLOEXEC);
+    if ((fd < 0) || (ftruncate(fd, (off_t)size) != 0)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)handle = fd;
+    return CUDA_SUCCESS;
+}
+
 #define MOCK_SYM(_name) {#_name, (void*)m_##_name}
 
 static const struct {
@@ -890,6 +924,7 @@ static const struct {
     MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
     MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),
     MOCK_SYM(cuMemMap), MOCK_SYM(cuMemUnmap), MOCK_SYM(cuMemSetAccess), MOCK_SYM(cuMemGetAllocationGranularity),
+    MOCK_SYM(cuMemGetHandleForAddressRange),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */

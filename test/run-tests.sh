@@ -51,10 +51,10 @@ run_suite() {
 run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_REQUIRE_GPU=1}
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     run_suite mock-driver CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
-        GTEST_FILTER='copy.*:ipc*:parity*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock CUX_TEST_REQUIRE_GPU=1
+        GTEST_FILTER='copy*:ipc*:parity*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock CUX_TEST_REQUIRE_GPU=1
     # one visible GPU takes its own fast path for short copies
     run_suite mock-driver-1gpu CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
-        GTEST_FILTER='copy.*:ipc_transport.*:parity.*' CUX_TEST_SUITE=mock1 CUX_TEST_REQUIRE_GPU=1
+        GTEST_FILTER='copy*:ipc_transport.*:parity.*' CUX_TEST_SUITE=mock1 CUX_TEST_REQUIRE_GPU=1
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1

@@ -6,10 +6,14 @@
 #include "cux_test.h"
 
 #include <poll.h>
+#include <unistd.h>
 #include <cstring>
 
 extern "C" {
 #include "base/cux_link_perf.h"
+#ifdef UCT_DMABUF_FD_INVALID
+#include <uct/api/v2/uct_v2.h> /* uct_md_query_v2: UCX 1.16 and later */
+#endif
 }
 
 using namespace cux_test;
@@ -179,20 +183,86 @@ TEST_F(copy, memory_type_detection)
 }
 
 #ifdef UCT_DMABUF_FD_INVALID
-/* UCX 1.16 and later ask memory queries for a DMA-BUF descriptor: none is offered (and none left undefined). */
-TEST_F(copy, memory_query_offers_no_dmabuf_descriptor)
-{
-    buffer dev(buf_kind::cuda0, 4096);
-    uct_md_mem_attr_t attr;
+/* UCX 1.16 and later ask memory queries for a DMA-BUF descriptor of GPU memory (for InfiniBand registration). */
+class copy_dmabuf : public copy {
+protected:
+    /* The memory types the md gives descriptors of. */
+    uint64_t dmabuf_mem_types()
+    {
+        uct_md_attr_v2_t attr = {};
+        attr.field_mask = UCT_MD_ATTR_FIELD_DMABUF_MEM_TYPES;
+        EXPECT_EQ(UCS_OK, uct_md_query_v2(m_md, &attr));
+        return attr.dmabuf_mem_types;
+    }
 
-    attr.field_mask    = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_DMABUF_FD |
-                         UCT_MD_MEM_ATTR_FIELD_DMABUF_OFFSET;
-    attr.dmabuf_fd     = 12345;
-    attr.dmabuf_offset = 12345;
-    ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, dev.ptr(), 4096, &attr));
+    uct_md_mem_attr_t query(const void *address, size_t length)
+    {
+        uct_md_mem_attr_t attr;
+        attr.field_mask    = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_DMABUF_FD |
+                             UCT_MD_MEM_ATTR_FIELD_DMABUF_OFFSET;
+        attr.dmabuf_fd     = 12345;
+        attr.dmabuf_offset = 12345;
+        EXPECT_EQ(UCS_OK, uct_md_mem_query(m_md, address, length, &attr));
+        return attr;
+    }
+};
+
+TEST_F(copy_dmabuf, descriptor_covers_the_pages_of_a_buffer_inside_an_allocation)
+{
+    if (!(dmabuf_mem_types() & UCS_BIT(UCS_MEMORY_TYPE_CUDA))) {
+        ASSERT_FALSE(using_mock_driver()) << "the mock supports dma-buf";
+        GTEST_SKIP() << "this GPU or driver does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)";
+    }
+    const size_t page = sysconf(_SC_PAGESIZE);
+    buffer dev(buf_kind::cuda0, 4 << 20);
+    for (size_t offset : {size_t(0), size_t(100), page + 1}) {
+        for (size_t length : {size_t(1), size_t(5000), size_t(1 << 20)}) {
+            const char *address = (const char*)dev.ptr() + offset;
+            uct_md_mem_attr_t attr = query(address, length);
+            EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+            ASSERT_GE(attr.dmabuf_fd, 0) << "offset " << offset << " length " << length;
+            off_t size = lseek(attr.dmabuf_fd, 0, SEEK_END);
+            close(attr.dmabuf_fd);
+            /* the descriptor holds the buffer's pages and no more */
+            EXPECT_EQ(((uintptr_t)address) % page, attr.dmabuf_offset);
+            EXPECT_EQ(0, size % (off_t)page) << size;
+            EXPECT_GE(size, (off_t)(attr.dmabuf_offset + length));
+            EXPECT_LT(size, (off_t)(attr.dmabuf_offset + length + page));
+        }
+    }
+}
+
+TEST_F(copy_dmabuf, managed_memory_has_no_descriptor)
+{
+    buffer managed(buf_kind::managed, 1 << 20);
+    uct_md_mem_attr_t attr = query(managed.ptr(), 1 << 20);
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA_MANAGED, attr.mem_type);
+    EXPECT_EQ(UCT_DMABUF_FD_INVALID, attr.dmabuf_fd);
+    EXPECT_EQ(0u, attr.dmabuf_offset);
+    EXPECT_FALSE(dmabuf_mem_types() & UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED));
+}
+
+TEST_F(copy_dmabuf, turned_off_gives_none)
+{
+    open_md({{"DMABUF", "off"}});
+    EXPECT_EQ(0u, dmabuf_mem_types());
+    buffer dev(buf_kind::cuda0, 4096);
+    uct_md_mem_attr_t attr = query(dev.ptr(), 4096);
     EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
     EXPECT_EQ(UCT_DMABUF_FD_INVALID, attr.dmabuf_fd);
     EXPECT_EQ(0u, attr.dmabuf_offset);
+}
+
+TEST_F(copy_dmabuf, a_descriptor_the_driver_refuses_leaves_the_query_intact)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "the mock driver's MOCK_CUDA_NO_DMABUF";
+    }
+    setenv("MOCK_CUDA_NO_DMABUF", "1", 1);
+    buffer dev(buf_kind::cuda0, 4096);
+    uct_md_mem_attr_t attr = query(dev.ptr(), 4096);
+    unsetenv("MOCK_CUDA_NO_DMABUF");
+    EXPECT_EQ(UCT_DMABUF_FD_INVALID, attr.dmabuf_fd);
 }
 #endif
 

@@ -40,7 +40,7 @@
 #define CUX_MEM_QUERY_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, const void *address, size_t length, uct_md_mem_attr_t *attr) \
     { \
-        cux_mem_info_t info; \
+        cux_mem_info_t info = {.want_dmabuf = 0}; \
         ucs_status_t status = _impl(md, address, length, &info); \
         if (status == UCS_OK) { \
             CUX_MEM_ATTR_SET_COMMON(attr, &info); \

@@ -37,7 +37,7 @@
         attr->alloc_mem_types        = caps.alloc_mem_types; \
         attr->access_mem_types       = caps.access_mem_types | CUX_MD_HOST_ACCESS(&caps); \
         attr->detect_mem_types       = caps.detect_mem_types; \
-        attr->dmabuf_mem_types       = 0; \
+        attr->dmabuf_mem_types       = caps.dmabuf_mem_types; \
         attr->max_alloc              = caps.max_alloc; \
         attr->max_reg                = caps.max_reg; \
         attr->rkey_packed_size       = caps.rkey_packed_size; \
@@ -53,22 +53,24 @@
         return _impl(md, address, length, UCT_MD_MEM_REG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0), memh_p); \
     }
 
-/* The memory attributes mem_query fills (1.22: the v2 structure). No DMA-BUF descriptor is offered. */
+/* The memory attributes mem_query fills (1.22: the v2 structure), with the DMA-BUF descriptor when asked. */
 #define CUX_MEM_ATTR_T uct_md_mem_attr_t
 
 #undef CUX_MEM_QUERY_FUNC
 #define CUX_MEM_QUERY_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, const void *address, size_t length, CUX_MEM_ATTR_T *attr) \
     { \
-        cux_mem_info_t info; \
+        cux_mem_info_t info = {.want_dmabuf   = !!(attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_FD), \
+                               .dmabuf_fd     = UCT_DMABUF_FD_INVALID, \
+                               .dmabuf_offset = 0}; \
         ucs_status_t status = _impl(md, address, length, &info); \
         if (status == UCS_OK) { \
             CUX_MEM_ATTR_SET_COMMON(attr, &info); \
             if (attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_FD) { \
-                attr->dmabuf_fd = UCT_DMABUF_FD_INVALID; \
+                attr->dmabuf_fd = info.dmabuf_fd; \
             } \
             if (attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_OFFSET) { \
-                attr->dmabuf_offset = 0; \
+                attr->dmabuf_offset = info.dmabuf_offset; \
             } \
         } \
         return status; \

@@ -49,6 +49,7 @@ typedef struct cux_md_caps {
     uint64_t          alloc_mem_types;
     uint64_t          access_mem_types;
     uint64_t          detect_mem_types;
+    uint64_t          dmabuf_mem_types;  /* memory the query gives DMA-BUF descriptors of (1.16+) */
     int               copies_host_memory; /* moves host memory too (1.22 lists it as host access) */
     size_t            max_alloc;
     size_t            max_reg;
@@ -58,6 +59,9 @@ typedef struct cux_md_caps {
 
 /* What a memory query found; the release header copies what UCP asked for into its attribute structure. */
 typedef struct cux_mem_info {
+    int               want_dmabuf;   /* in: the caller asked for a DMA-BUF descriptor (1.16+) */
+    int               dmabuf_fd;     /* out, when asked: -1 or a descriptor the caller closes */
+    size_t            dmabuf_offset; /* out, when asked: the address's offset in it */
     ucs_memory_type_t mem_type;
     ucs_sys_device_t  sys_dev;
     void              *base_address;

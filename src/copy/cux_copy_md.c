@@ -2,6 +2,7 @@
  * cuda_copy memory domain: see cux_copy_md.h.
  */
 #include "cux_copy_md.h"
+#include "cux_copy_dmabuf.h"
 #include "base/cux_iface.h"
 #include "base/cux_ptr.h"
 #include "base/cux_sync_memops.h"
@@ -21,6 +22,12 @@ static ucs_config_field_t cux_copy_md_config_table[] = {
      "memory.",
      ucs_offsetof(cux_copy_md_config_t, pin_host), UCS_CONFIG_TYPE_BOOL},
 
+    {"DMABUF", "auto",
+     "Give UCX a DMA-BUF descriptor of GPU memory when it asks (UCX 1.16 and later), so that InfiniBand\n"
+     "transports register GPU memory without the peer-memory kernel module. auto: when every GPU and the\n"
+     "driver support it; on: the same, with a warning when they do not; off: never.",
+     ucs_offsetof(cux_copy_md_config_t, dmabuf), UCS_CONFIG_TYPE_ON_OFF_AUTO},
+
     {NULL}
 };
 
@@ -32,6 +39,7 @@ static void cux_copy_md_caps(uct_md_h md, cux_md_caps_t *caps)
     caps->alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
     caps->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA) | UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED);
+    caps->dmabuf_mem_types = ucs_derived_of(md, cux_copy_md_t)->dmabuf ? UCS_BIT(UCS_MEMORY_TYPE_CUDA) : 0;
     caps->copies_host_memory = 1;
     caps->max_alloc        = SIZE_MAX;
     caps->max_reg          = SIZE_MAX;
@@ -280,6 +288,9 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
     mem->sys_dev      = info.sys_dev;
     mem->base_address = info.base;
     mem->alloc_length = info.length;
+    if (mem->want_dmabuf && ucs_derived_of(md, cux_copy_md_t)->dmabuf) {
+        cux_copy_dmabuf_export(address, length, &info, &mem->dmabuf_fd, &mem->dmabuf_offset);
+    }
     return UCS_OK;
 }
 
@@ -340,6 +351,7 @@ static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_
     md->super.ops       = &cux_copy_md_ops;
     md->super.component = &cux_copy_component;
     md->pin_host        = config->pin_host;
+    md->dmabuf          = cux_copy_dmabuf_supported(config->dmabuf);
     *md_p               = &md->super;
     return UCS_OK;
 }

@@ -16,13 +16,15 @@
 extern uct_component_t cux_copy_component;
 
 typedef struct cux_copy_md_config {
-    uct_md_config_t super;
-    int             pin_host;   /* pin host memory on registration */
+    uct_md_config_t         super;
+    int                     pin_host; /* pin host memory on registration */
+    ucs_on_off_auto_value_t dmabuf;   /* DMA-BUF descriptors in memory queries */
 } cux_copy_md_config_t;
 
 typedef struct cux_copy_md {
     uct_md_t super;
     int      pin_host;
+    int      dmabuf;     /* memory queries give DMA-BUF descriptors of GPU memory */
 } cux_copy_md_t;
 
 enum {

@@ -77,6 +77,7 @@
 /* Entry points used when the driver has them: NULL otherwise, and the caller falls back. */
 #define CUX_DRIVER_OPTIONAL_FUNCS(_f) \
     _f(cuCtxSetFlags, 12010) \
+    _f(cuMemGetHandleForAddressRange, 11070) \
     _f(cuMemcpyBatchAsync, 13000)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
