@@ -6,6 +6,7 @@
 #include "ipc_peer.h"
 
 #include <cstring>
+#include <memory>
 #include <unistd.h>
 
 extern "C" {
@@ -455,6 +456,32 @@ TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(true, local.ptr(), 16, rb.addr - 16, rb.rkey.rkey));
     remote_free(rb);
 }
+
+#if CUX_UCX_VERNUM >= 116
+/* UCP 1.16 caches cuda_ipc registrations, and a stock UCX has no hooks to tell it of a freed GPU buffer: the
+ * cached registration of a freed buffer may be handed back for a new one at the same place. */
+TEST_F(ipc_transport, a_registration_that_outlived_its_buffer_packs_the_allocation_there_now)
+{
+    const size_t size = 1 << 20;
+    std::unique_ptr<buffer> old_buf(new buffer(buf_kind::cuda0, size));
+    uct_mem_h memh;
+    cux_ipc_rkey_t before, after;
+    uct_md_mkey_pack_params_t params = {};
+
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, old_buf->ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, old_buf->ptr(), size, &params, &before));
+    EXPECT_EQ((uintptr_t)old_buf->ptr(), before.base);
+    old_buf.reset();
+
+    buffer new_buf(buf_kind::cuda0, 2 * size);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, new_buf.ptr(), size, &params, &after));
+    EXPECT_EQ((uintptr_t)new_buf.ptr(), after.base);
+    EXPECT_EQ(2 * size, after.length);
+    EXPECT_NE(before.buffer_id, after.buffer_id);
+
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+#endif
 
 TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
 {

@@ -1,9 +1,10 @@
 /*
  * UCX 1.16 (Ubuntu 24.04): what changed since 1.13. The md query fills uct_md_attr_v2_t, where invalidation is
- * declared per access kind; memory attributes have a DMA-BUF descriptor; "auto" bandwidth is
- * UCS_CONFIG_DBL_AUTO; mem_reg takes a parameter structure; mkey_pack gets the address and length; components
- * compare remote keys; md ops trade is_sockaddr_accessible for mem_attach; reachability goes through the
- * internal iface_is_reachable_v2, and internal ops gain ep_connect_to_ep_v2 and ep_is_connected.
+ * declared per access kind and registrations UCP may cache are listed; memory attributes have a DMA-BUF
+ * descriptor; "auto" bandwidth is UCS_CONFIG_DBL_AUTO; mem_reg takes a parameter structure; mkey_pack gets the
+ * address and length of the buffer being sent; components compare remote keys; md ops trade
+ * is_sockaddr_accessible for mem_attach; reachability goes through the internal iface_is_reachable_v2, and
+ * internal ops gain ep_connect_to_ep_v2 and ep_is_connected.
  * Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_16_H_
@@ -81,7 +82,7 @@
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
                               const uct_md_mkey_pack_params_t *params, void *rkey_buffer) \
     { \
-        return _impl(md, memh, rkey_buffer); \
+        return _impl(md, memh, address, rkey_buffer); \
     }
 
 #undef CUX_MD_OPS_VERSION_FIELDS

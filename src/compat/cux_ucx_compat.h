@@ -18,7 +18,8 @@
  *   CUX_MEM_QUERY_FUNC(name, impl)              mem_query op from impl(md, address, length, cux_mem_info_t*)
  *   CUX_MEM_ALLOC_FUNC(name, impl)              mem_alloc op from impl(md, length_p, address_p, mem_type, flags,
  *                                               alloc_name, memh_p)
- *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, rkey_buffer)
+ *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, address, rkey_buffer); address
+ *                                               is the buffer being sent, NULL where the release does not say
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases

@@ -296,7 +296,7 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
 
 CUX_MEM_QUERY_FUNC(cux_copy_mem_query, cux_copy_mem_query_impl)
 
-static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
+static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, const void *address, void *rkey_buffer)
 {
     return UCS_OK; /* rkey_packed_size is 0: copies stay inside one process */
 }

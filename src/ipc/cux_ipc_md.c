@@ -210,6 +210,8 @@ static void cux_ipc_md_caps(uct_md_h md, cux_md_caps_t *caps)
      * that can invalidate (see cux_ipc_mem_dereg); UCX's own cuda_ipc declares it too. */
     caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
     caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    /* UCP's rendezvous registers only through memory domains it may cache (1.16+); see mkey_pack */
+    caps->cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     caps->max_reg          = SIZE_MAX;
     caps->rkey_packed_size = sizeof(cux_ipc_rkey_t);
@@ -271,15 +273,61 @@ static void cux_ipc_memo_store(cux_ipc_md_t *md, const cux_ipc_memh_t *memh)
     ucs_spin_unlock(&md->memo_lock);
 }
 
+/* Fill memh->key for the allocation info describes: from the memo, or by exporting a handle. */
+static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, unsigned flags,
+                                        cux_ipc_memh_t *memh)
+{
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    int export_fd = -1;
+
+    if (cux_ipc_memo_find(md, info, memh)) {
+        return UCS_OK;
+    }
+
+    status = cux_device_ctx_enter(info->device, &guard);
+    if (status != UCS_OK) {
+        return status;
+    }
+    memh->key.kind      = CUX_IPC_KIND_LEGACY;
+    memh->key.export_fd = -1;
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
+                          (CUdeviceptr)(uintptr_t)info->base);
+    if (status != UCS_OK) {
+        /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
+        status = cux_ipc_export_vmm(info->base, &export_fd);
+        memh->key.kind      = CUX_IPC_KIND_VMM_FD;
+        memh->key.export_fd = export_fd;
+    }
+    cux_ctx_leave(&guard);
+    if (status != UCS_OK) {
+        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an "
+                                 "exportable file descriptor (%s): not registered, another path must carry it",
+                                 info->base, info->length, ucs_status_string(status));
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    memh->device         = info->device;
+    memh->key.system_id  = md->system_id;
+    memh->key.pid        = md->pid;
+    memh->key.dev_uuid   = cux_device_get(info->device)->uuid;
+    memh->key.base       = (uintptr_t)info->base;
+    memh->key.length     = info->length;
+    memh->key.buffer_id  = info->buffer_id;
+    cux_ipc_rkey_seal(&memh->key);
+    if (memh->key.kind == CUX_IPC_KIND_LEGACY) {
+        cux_ipc_memo_store(md, memh); /* a VMM key owns a descriptor: one per registration */
+    }
+    return UCS_OK;
+}
+
 static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t length, unsigned flags,
                                          uct_mem_h *memh_p)
 {
     cux_ipc_md_t *md = ucs_derived_of(tl_md, cux_ipc_md_t);
     cux_ipc_memh_t *memh;
-    cux_ctx_guard_t guard;
     cux_ptr_info_t info;
     ucs_status_t status;
-    int export_fd = -1;
 
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
@@ -296,51 +344,13 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    if (cux_ipc_memo_find(md, &info, memh)) {
-        *memh_p = memh;
-        return UCS_OK;
-    }
-
-    status = cux_device_ctx_enter(info.device, &guard);
+    status = cux_ipc_memh_export(md, &info, flags, memh);
     if (status != UCS_OK) {
-        goto err_free;
-    }
-    memh->key.kind      = CUX_IPC_KIND_LEGACY;
-    memh->key.export_fd = -1;
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
-                          (CUdeviceptr)(uintptr_t)info.base);
-    if (status != UCS_OK) {
-        /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
-        status = cux_ipc_export_vmm(info.base, &export_fd);
-        memh->key.kind      = CUX_IPC_KIND_VMM_FD;
-        memh->key.export_fd = export_fd;
-    }
-    cux_ctx_leave(&guard);
-    if (status != UCS_OK) {
-        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an "
-                                 "exportable file descriptor (%s): not registered, another path must carry it",
-                                 info.base, info.length, ucs_status_string(status));
-        status = UCS_ERR_UNSUPPORTED;
-        goto err_free;
-    }
-
-    memh->device         = info.device;
-    memh->key.system_id  = md->system_id;
-    memh->key.pid        = md->pid;
-    memh->key.dev_uuid   = cux_device_get(info.device)->uuid;
-    memh->key.base       = (uintptr_t)info.base;
-    memh->key.length     = info.length;
-    memh->key.buffer_id  = info.buffer_id;
-    cux_ipc_rkey_seal(&memh->key);
-    if (memh->key.kind == CUX_IPC_KIND_LEGACY) {
-        cux_ipc_memo_store(md, memh); /* a VMM key owns a descriptor: one per registration */
+        ucs_free(memh);
+        return status;
     }
     *memh_p = memh;
     return UCS_OK;
-
-err_free:
-    ucs_free(memh);
-    return status;
 }
 
 CUX_MEM_REG_FUNC(cux_ipc_mem_reg, cux_ipc_mem_reg_impl)
@@ -374,9 +384,47 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
     return UCS_OK;
 }
 
-static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h md, uct_mem_h tl_memh, void *rkey_buffer)
+/*
+ * UCP 1.16 and later cache these registrations (cache_mem_types: its rendezvous registers only through memory
+ * domains it may cache) and learn of freed GPU memory only from allocation hooks, which a stock UCX lacks. A
+ * cached registration can so outlive its allocation while a new one takes the address: before a key goes to
+ * a peer, it is checked against the allocation at the buffer now, and made again if that is another one.
+ */
+static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, const void *address,
+                                           void *rkey_buffer)
 {
-    memcpy(rkey_buffer, &((cux_ipc_memh_t*)tl_memh)->key, sizeof(cux_ipc_rkey_t));
+    cux_ipc_md_t *md       = ucs_derived_of(tl_md, cux_ipc_md_t);
+    cux_ipc_memh_t *memh   = tl_memh;
+    cux_ipc_memh_t renewed = {};
+    cux_ptr_info_t info;
+    ucs_status_t status;
+
+    if (address != NULL) {
+        status = cux_ptr_query(address, &info);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if ((info.mem_type != UCS_MEMORY_TYPE_CUDA) || ((uintptr_t)info.base != memh->key.base) ||
+            (info.length != memh->key.length) || (info.buffer_id != memh->key.buffer_id)) {
+            ucs_debug("cuda_ipc: registration of %p+%zu (id %llu) outlived its allocation; %p is in %p+%zu "
+                      "(id %llu) now", (void*)memh->key.base, memh->key.length,
+                      (unsigned long long)memh->key.buffer_id, address, info.base, info.length, info.buffer_id);
+            if (info.mem_type != UCS_MEMORY_TYPE_CUDA) {
+                ucs_error("cuda_ipc: %p is %s memory now, not the GPU memory registered there", address,
+                          ucs_memory_type_names[info.mem_type]);
+                return UCS_ERR_INVALID_ADDR;
+            }
+            status = cux_ipc_memh_export(md, &info, 0, &renewed);
+            if (status != UCS_OK) {
+                return status;
+            }
+            if (memh->key.export_fd >= 0) {
+                close(memh->key.export_fd);
+            }
+            *memh = renewed;
+        }
+    }
+    memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
     return UCS_OK;
 }
 
