@@ -5,6 +5,8 @@
 # is then copied to PREFIX/reference-module/libuct_cuda.so.0 so that it can be compared with ours.
 #
 #   contrib/build-reference-ucx.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
+#
+# CUX_UCX_CONFIGURE_EXTRA adds configure arguments (e.g. --without-verbs on a host without NICs).
 set -euo pipefail
 src=$1
 prefix=$2
@@ -23,7 +25,7 @@ build="$src/build-cuda"
 mkdir -p "$build"
 cd "$build"
 "$src/configure" --prefix="$prefix" --with-cuda="$cuda" --without-java --without-go --disable-doxygen-doc \
-    --enable-mt --disable-logging --disable-debug --disable-assertions \
+    --enable-mt --disable-logging --disable-debug --disable-assertions ${CUX_UCX_CONFIGURE_EXTRA:-} \
     CFLAGS="-O3 -g -Wno-error" CXXFLAGS="-O3 -g -Wno-error" >configure.log 2>&1 ||
     { tail -n 30 configure.log; exit 1; }
 grep -q '^#define HAVE_CUDA 1' config.h || { echo "build-reference-ucx: configure found no CUDA" >&2; exit 1; }
@@ -42,5 +44,5 @@ moddir="$prefix/lib/ucx"
 [ -e "$moddir/libuct_cuda.so.0" ] || { echo "build-reference-ucx: no libuct_cuda.so.0 in $moddir" >&2; exit 1; }
 mkdir -p "$prefix/reference-module"
 cp -L "$moddir/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0"
-echo "reference UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Version //p') in $prefix"
+echo "reference UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# \(Library version:\|Version\) //p' | head -n 1) in $prefix"
 "$prefix/bin/ucx_info" -b | grep -E '_MODULES'

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The module with UCX releases other than the reference 1.13.1, on a GPU host (issue 11). Each set-up builds
+# the plugin from its dist tarball against an installed UCX and checks it the way users of that UCX run it:
+#
+#   OUT=DIR CUX_UCX_SRC=TREE contrib/gpu-host-ucx-versions.sh SETUP PREFIX
+#
+# SETUP system:  a distribution UCX installed without ucx_info or headers (Ubuntu 24.04's libucx0 1.16.0,
+#                PREFIX /usr): configure --with-ucx-build-config=detect; the gtest GPU suite; the UCP data
+#                check through ucx-cuda-run (the module preloaded), every memory kind and every size across
+#                UCP's thresholds, processes on GPU0 and GPU1.
+# SETUP plugin:  a UCX >= 1.22 built without CUDA: `make install` puts the module in UCX's module directory
+#                and `ucx_info -d` lists cuda_copy and cuda_ipc with no preload; then ucx_perftest -m cuda
+#                between two processes; then the same with the module only in UCX_PLUGIN_PATH; the gtest GPU
+#                suite and the data check.
+# SETUP inplace: a UCX built with CUDA (PREFIX/reference-module holds its own module, as
+#                contrib/build-reference-ucx.sh leaves it): the gtest GPU suite, then our module installed in
+#                place of UCX's own and the data check, several runs, then UCX's own module for comparison.
+#
+# CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites.
+# CUX_UCX_SRC is the source tree of exactly PREFIX's version. ./gpu-carry holds the plugin's dist tarball and
+# googletest/ (contrib/prepare-gpu-carry.sh). Writes $OUT/versions-SETUP.txt and versions-SETUP-logs.tar.gz.
+set -u
+setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace PREFIX}
+prefix=${2:?usage: gpu-host-ucx-versions.sh system|plugin|inplace PREFIX}
+ucx_src=${CUX_UCX_SRC:?CUX_UCX_SRC must name the UCX source tree of PREFIX}
+runs=${CUX_CHECK_RUNS:-5}
+top=$(cd "$(dirname "$0")/.." && pwd)
+carry="$top/gpu-carry"
+out=${OUT:-/tmp/cux-out}
+work=/tmp/cux-versions-$setup
+report="$out/versions-$setup.txt"
+mkdir -p "$out" "$work/logs"
+t0=$(date +%s)
+rc=0
+
+say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
+failed() { say "FAILED: $*"; rc=1; }
+finish() { tar -C "$work" -czf "$out/versions-$setup-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
+
+say "set-up $setup: UCX at $prefix, source $ucx_src; $(nvidia-smi -L | wc -l) GPUs"
+
+# googletest, built here (the GPU host has no package registry)
+gt="$work/gtest"
+mkdir -p "$gt/lib"
+g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
+    -c "$carry/googletest/src/gtest-all.cc" -o "$gt/gtest-all.o" >"$work/logs/gtest-build.log" 2>&1 &&
+    ar rcs "$gt/lib/libgtest.a" "$gt/gtest-all.o" || { failed "googletest build"; finish; }
+
+tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)"
+plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
+build="$work/build"
+mkdir -p "$build"
+cd "$build" || finish
+config_args=
+[ "$setup" = system ] && config_args=--with-ucx-build-config=detect
+say "configure --with-ucx=$prefix $config_args"
+"$plugin_src/configure" --with-ucx="$prefix" --with-ucx-src="$ucx_src" $config_args \
+    CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gt/lib" >"$work/logs/configure.log" 2>&1 ||
+    { tail -n 5 "$work/logs/configure.log" >>"$report"; failed "configure"; finish; }
+grep -E 'installed UCX version|ucx_info of|build defines|detected|assumed' "$work/logs/configure.log" >>"$report"
+make -j"$(nproc)" >"$work/logs/make.log" 2>&1 || { failed "build"; finish; }
+make -j"$(nproc)" check TESTS= >"$work/logs/make-check.log" 2>&1 || { failed "test build"; finish; }
+say "the module links against:"
+ldd .libs/libuct_cuda.so.0 | grep -E 'libuc[mpst]' >>"$report"
+
+gtest_suite() {
+    [ "${CUX_VERSIONS_GTEST:-1}" = 1 ] || { say "gtest suites skipped (CUX_VERSIONS_GTEST=0)"; return; }
+    say "gtest suites on the GPUs (run-tests.sh, mock suites left to CI)"
+    CUX_TEST_NO_MOCK=1 CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1 ||
+        failed "gtest suites"
+    grep -E 'passed|FAILED' "$work/logs/run-tests.log" >>"$report"
+    cp test/logs/system-driver.log "$work/logs/gtest-gpu.log"
+}
+
+# N runs of the data check (GPU0 and GPU1 in the two processes); CHECK_CMD prefixes it (launcher or nothing).
+data_check() {
+    local label=$1 n=$2 passed=0 i r; shift 2
+    for i in $(seq 1 "$n"); do
+        r=$(timeout 300 $CHECK_CMD "$build/test/cux_ucp_check" "$@" 2>&1)
+        echo "### $label run $i" >>"$work/logs/data-check.log"
+        echo "$r" >>"$work/logs/data-check.log"
+        if echo "$r" | tail -n 1 | grep -q ' 0 failed'; then
+            passed=$((passed + 1))
+        else
+            echo "$label run $i: $(echo "$r" | grep -E 'FAIL|stale|expected' | head -n 3 | tr '\n' ' ')" >>"$report"
+        fi
+    done
+    say "data check, $label: $passed of $n runs passed ($(echo "$r" | tail -n 1))"
+    [ "$passed" -eq "$n" ] || rc=1
+}
+
+# Two-process ucx_perftest; prints the client's last line.
+perftest() {
+    local port=$((20000 + RANDOM % 20000))
+    CUDA_VISIBLE_DEVICES=0 timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" -p $port \
+        >"$work/logs/perftest-server.log" 2>&1 &
+    sleep 1
+    CUDA_VISIBLE_DEVICES=1 timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" localhost -p $port "$@" \
+        >"$work/logs/perftest-client.log" 2>&1
+    local prc=$?
+    wait
+    echo "ucx_perftest $*: exit $prc: $(grep -E 'Final' "$work/logs/perftest-client.log" | tail -n 1)" |
+        tee -a "$report"
+    cat "$work/logs/perftest-client.log" >>"$work/logs/perftest.log"
+    [ $prc -eq 0 ] || rc=1
+}
+
+cuda_info() { "$prefix/bin/ucx_info" -d 2>&1 | grep -E 'Component: cuda|Transport: cuda' | sort -u | tr '\n' ' '; }
+
+export UCX_WARN_UNUSED_ENV_VARS=n
+case "$setup" in
+system)
+    say "installed: $(dpkg-query -W -f '${Package} ${Version}\n' 'libucx0*' 2>/dev/null | tr '\n' ' ')"
+    gtest_suite
+    launcher="env CUX_MODULE=$build/.libs/libuct_cuda.so.0 CUX_PERFTEST_LIB=$build/.libs/libcux_perftest.so"
+    launcher="$launcher CUX_MEMTYPE_LIB=$build/.libs/libcux_memtype.so $build/ucx-cuda-run"
+    CHECK_CMD="$launcher"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "self,sm,cuda_copy,cuda_ipc" "$runs"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "every size across the thresholds (--sweep)" 1 --sweep
+    UCX_TLS=self,sm,cuda_copy data_check "self,sm,cuda_copy (no cuda_ipc)" 1
+    CUX_MEMTYPE=hooks UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "CUX_MEMTYPE=hooks" 1
+    ;;
+plugin)
+    moddir="$prefix/lib/ucx"
+    say "make install into $moddir"
+    make install >"$work/logs/install.log" 2>&1 || failed "make install"
+    ls -l "$moddir" >>"$report"
+    say "ucx_info -d, nothing preloaded, no UCX_PLUGIN_PATH: $(cuda_info)"
+    cuda_info | grep -q 'Transport: cuda_ipc' || failed "ucx_info -d does not list cuda_ipc from the module directory"
+    PERF_CMD="$build/ucx-cuda-run"
+    say "ucx_perftest -m cuda through ucx-cuda-run (the perftest allocator only: $($PERF_CMD --env | tr '\n' ' '))"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_bw -m cuda -s 1048576 -n 1000 -w 100
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_lat -m cuda -s 8 -n 10000 -w 1000
+    UCX_TLS=self,sm,cuda_copy perftest -t tag_bw -m host,cuda -s 16777216 -n 100 -w 10
+    plugdir="$work/plugin-path"
+    mkdir -p "$plugdir"
+    mv "$moddir/libuct_cuda.so"* "$plugdir/"
+    say "module moved to $plugdir; ucx_info -d without UCX_PLUGIN_PATH: $(cuda_info)"
+    cuda_info | grep -q cuda_ipc && failed "the module is still found without UCX_PLUGIN_PATH"
+    say "ucx_info -d with UCX_PLUGIN_PATH=$plugdir: $(UCX_PLUGIN_PATH=$plugdir cuda_info)"
+    UCX_PLUGIN_PATH=$plugdir cuda_info | grep -q 'Transport: cuda_ipc' || failed "not found through UCX_PLUGIN_PATH"
+    PERF_CMD="env CUX_MODULE=$plugdir/libuct_cuda.so.0 $build/ucx-cuda-run"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_bw -m cuda -s 1048576 -n 1000 -w 100
+    CHECK_CMD="$PERF_CMD"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "module in UCX_PLUGIN_PATH" "$runs"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "every size across the thresholds (--sweep)" 1 --sweep
+    mv "$plugdir"/libuct_cuda.so* "$moddir/"
+    gtest_suite
+    ;;
+inplace)
+    moddir="$prefix/lib/ucx"
+    [ -f "$prefix/reference-module/libuct_cuda.so.0" ] || { failed "no $prefix/reference-module"; finish; }
+    say "UCX's own module: $(cuda_info)"
+    gtest_suite
+    make install >"$work/logs/install.log" 2>&1 || failed "make install"
+    cmp -s "$moddir/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0" && failed "still UCX's own module"
+    say "our module in place of UCX's own: $(cuda_info)"
+    CHECK_CMD=
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, in place" "$runs"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, every size across the thresholds (--sweep)" 1 --sweep
+    UCX_TLS=self,tcp,cuda_copy,cuda_ipc data_check "ours, peer error handling" 1 --peer-errors --only 0,1 8 1048576
+    grep -m 2 'ep_cfg\|tag(' "$work/logs/data-check.log" | tail -n 1 >>"$report"
+    cp "$moddir/libuct_cuda.so.0" "$work/ours.so"
+    cp "$prefix/reference-module/libuct_cuda.so.0" "$moddir/libuct_cuda.so.0"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "UCX's own module" 2
+    cp "$work/ours.so" "$moddir/libuct_cuda.so.0"
+    ;;
+*)
+    failed "unknown set-up $setup"
+    ;;
+esac
+finish
