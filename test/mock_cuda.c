@@ -24,6 +24,7 @@
  * DMA-BUF: cuMemGetHandleForAddressRange checks the range as the driver documents it (page-aligned, device
  * memory of one allocation) and returns a memfd of the range's size, so a test can check the size with
  * lseek(SEEK_END) as it would on a real dma-buf. MOCK_CUDA_NO_DMABUF=1: devices do not support dma-buf.
+ * Memory of a device's default pool (cuMemAllocFromPoolAsync) has no IPC handle, as with the driver.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -51,6 +52,7 @@ typedef struct {
     int                vmm;       /* a cuMemMap mapping: the handle below owns the memory */
     unsigned long long handle;
     int                sync_memops; /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS */
+    int                pool;        /* from a device's default memory pool: no IPC handle */
 } mock_alloc_t;
 
 /* cuMemCreate / cuMemImportFromShareableHandle allocations: a memfd with a reference count. */
@@ -666,7 +668,7 @@ static CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
 
     pthread_mutex_lock(&mock_lock);
     a = mock_find(p);
-    if ((a == NULL) || (a->start != p) || (a->fd < 0) || a->imported || fstat(a->fd, &st)) {
+    if ((a == NULL) || (a->start != p) || (a->fd < 0) || a->imported || a->pool || fstat(a->fd, &st)) {
         pthread_mutex_unlock(&mock_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -975,6 +977,27 @@ CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attr, CUde
 {
     return m_cuPointerSetAttribute(value, attr, p);
 }
+
+/* Stream-ordered memory from a device's default pool, which has no shareable handle type: like the driver,
+ * cuIpcGetMemHandle refuses it. Allocated and freed at once (the mock's streams are synchronous). */
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    *pool = (CUmemoryPool)(uintptr_t)(d + 1);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    CUresult res = mock_alloc(p, n, 0);
+
+    if (res == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        mock_find(*p)->pool = 1;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return res;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+CUresult cuStreamSynchronize(CUstream s) { return m_cuStreamSynchronize(s); }
 
 /* Synchronous copies, as applications fill and read their buffers. */
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return mock_sync_copy(dst, src, n); }

@@ -273,9 +273,9 @@ static void cux_ipc_memo_store(cux_ipc_md_t *md, const cux_ipc_memh_t *memh)
     ucs_spin_unlock(&md->memo_lock);
 }
 
-/* Fill memh->key for the allocation info describes: from the memo, or by exporting a handle. */
-static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, unsigned flags,
-                                        cux_ipc_memh_t *memh)
+/* Fill memh->key for the allocation info describes: from the memo, or by exporting a handle (a key of kind
+ * NONE when the allocation cannot be shared). */
+static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, cux_ipc_memh_t *memh)
 {
     cux_ctx_guard_t guard;
     ucs_status_t status;
@@ -301,10 +301,12 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
-        uct_md_log_mem_reg_error(flags, "cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an "
-                                 "exportable file descriptor (%s): not registered, another path must carry it",
-                                 info->base, info->length, ucs_status_string(status));
-        return UCS_ERR_UNSUPPORTED;
+        ucs_debug("cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an exportable file "
+                  "descriptor (%s): its key tells peers to take another path", info->base, info->length,
+                  ucs_status_string(status));
+        memh->key.kind      = CUX_IPC_KIND_NONE;
+        memh->key.export_fd = -1;
+        memset(&memh->key.handle, 0, sizeof(memh->key.handle));
     }
 
     memh->device         = info->device;
@@ -344,7 +346,7 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    status = cux_ipc_memh_export(md, &info, flags, memh);
+    status = cux_ipc_memh_export(md, &info, memh);
     if (status != UCS_OK) {
         ucs_free(memh);
         return status;
@@ -414,7 +416,7 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
                           ucs_memory_type_names[info.mem_type]);
                 return UCS_ERR_INVALID_ADDR;
             }
-            status = cux_ipc_memh_export(md, &info, 0, &renewed);
+            status = cux_ipc_memh_export(md, &info, &renewed);
             if (status != UCS_OK) {
                 return status;
             }

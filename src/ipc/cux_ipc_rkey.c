@@ -52,7 +52,8 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
         ucs_error("cuda_ipc: remote key is corrupt or truncated (checksum mismatch)");
         return UCS_ERR_INVALID_PARAM;
     }
-    if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD)) {
+    if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
+        (rkey->kind != CUX_IPC_KIND_NONE)) {
         ucs_error("cuda_ipc: remote key of unknown kind %u", rkey->kind);
         return UCS_ERR_INVALID_PARAM;
     }
@@ -62,8 +63,13 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
         return UCS_ERR_INVALID_PARAM;
     }
     if (rkey->system_id != local_system_id) {
-        ucs_error("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
+        ucs_debug("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
                   rkey->system_id, local_system_id);
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (rkey->kind == CUX_IPC_KIND_NONE) {
+        ucs_debug("cuda_ipc: remote allocation 0x%" PRIx64 "+%" PRIu64 " cannot be shared: another path carries it",
+                  rkey->base, rkey->length);
         return UCS_ERR_UNREACHABLE;
     }
     return UCS_OK;

@@ -15,7 +15,12 @@
 /* How the allocation is shared. */
 enum {
     CUX_IPC_KIND_LEGACY = 0,   /* cuIpcGetMemHandle: cuMemAlloc memory */
-    CUX_IPC_KIND_VMM_FD = 1    /* cuMemCreate memory exported as a POSIX fd, taken with pidfd_getfd */
+    CUX_IPC_KIND_VMM_FD = 1,   /* cuMemCreate memory exported as a POSIX fd, taken with pidfd_getfd */
+    /* Not shareable (a memory pool without a shareable handle type, cuMemCreate memory without a POSIX fd).
+     * Registration still succeeds, because UCP 1.16+ asserts that every cuda buffer registers with the memory
+     * domains it chose by memory type; the peer's unpack answers UCS_ERR_UNREACHABLE, on which UCP leaves
+     * cuda_ipc out for that transfer and takes another path. */
+    CUX_IPC_KIND_NONE   = 2
 };
 
 typedef struct cux_ipc_rkey {
@@ -38,7 +43,8 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
 
 /*
  * Check a packed key received from a peer. UCS_ERR_INVALID_PARAM for a corrupt or truncated key (checksum,
- * magic, version, empty range), UCS_ERR_UNREACHABLE for a key of another host. Logs why.
+ * magic, version, empty range), logged as an error; UCS_ERR_UNREACHABLE for a key of another host or of
+ * memory that cannot be shared, which UCP expects and handles (logged at debug level).
  */
 ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id);
 
