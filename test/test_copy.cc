@@ -5,6 +5,7 @@
  */
 #include "cux_test.h"
 
+#include <iostream>
 #include <poll.h>
 #include <unistd.h>
 #include <cstring>
@@ -223,6 +224,8 @@ TEST_F(copy_dmabuf, descriptor_covers_the_pages_of_a_buffer_inside_an_allocation
             ASSERT_GE(attr.dmabuf_fd, 0) << "offset " << offset << " length " << length;
             off_t size = lseek(attr.dmabuf_fd, 0, SEEK_END);
             close(attr.dmabuf_fd);
+            std::cout << "dma-buf descriptor of " << length << " bytes at offset " << offset << ": " << size
+                      << " bytes, the address at " << attr.dmabuf_offset << std::endl;
             /* the descriptor holds the buffer's pages and no more */
             EXPECT_EQ(((uintptr_t)address) % page, attr.dmabuf_offset);
             EXPECT_EQ(0, size % (off_t)page) << size;
