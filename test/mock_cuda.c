@@ -25,6 +25,7 @@
  * memory of one allocation) and returns a memfd of the range's size, so a test can check the size with
  * lseek(SEEK_END) as it would on a real dma-buf. MOCK_CUDA_NO_DMABUF=1: devices do not support dma-buf.
  * Memory of a device's default pool (cuMemAllocFromPoolAsync) has no IPC handle, as with the driver.
+ * MOCK_CUDA_PCI=1 gives devices PCI addresses (0000:c0:00.0 on), so that UCX's topology knows them.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -336,7 +337,11 @@ static CUresult m_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 
 static CUresult m_cuDeviceGetPCIBusId(char *s, int len, CUdevice d)
 {
-    return CUDA_ERROR_NOT_SUPPORTED; /* no PCI topology: sys_dev stays unknown */
+    if (getenv("MOCK_CUDA_PCI") == NULL) {
+        return CUDA_ERROR_NOT_SUPPORTED; /* no PCI topology: sys_dev stays unknown */
+    }
+    snprintf(s, len, "0000:%02x:00.0", 0xc0 + mock_physical(d));
+    return CUDA_SUCCESS;
 }
 
 static CUresult m_cuDeviceGetUuid(CUuuid *u, CUdevice d)

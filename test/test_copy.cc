@@ -12,6 +12,7 @@
 
 extern "C" {
 #include "base/cux_link_perf.h"
+#include "base/cux_ptr.h"
 #ifdef UCT_DMABUF_FD_INVALID
 #include <uct/api/v2/uct_v2.h> /* uct_md_query_v2: UCX 1.16 and later */
 #endif
@@ -266,6 +267,36 @@ TEST_F(copy_dmabuf, a_descriptor_the_driver_refuses_leaves_the_query_intact)
     uct_md_mem_attr_t attr = query(dev.ptr(), 4096);
     unsetenv("MOCK_CUDA_NO_DMABUF");
     EXPECT_EQ(UCT_DMABUF_FD_INVALID, attr.dmabuf_fd);
+}
+#endif
+
+#if CUX_UCX_VERNUM >= 122
+/* UCX 1.22 asks for memory on a given device (its system device), e.g. for staging buffers near a peer. */
+TEST_F(copy, md_allocates_on_the_device_asked_for)
+{
+    for (int device = cux_device_count() - 1; device >= 0; --device) {
+        ucs_sys_device_t sys_dev = cux_device_get(device)->sys_dev;
+        if (sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) {
+            GTEST_SKIP() << "GPU " << device << " has no UCX system device";
+        }
+        uct_alloc_method_t method     = UCT_ALLOC_METHOD_MD;
+        uct_mem_alloc_params_t params = {};
+        uct_allocated_memory_t mem;
+        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
+                            UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME |
+                            UCT_MEM_ALLOC_PARAM_FIELD_SYS_DEVICE;
+        params.flags      = UCT_MD_MEM_ACCESS_ALL;
+        params.mem_type   = UCS_MEMORY_TYPE_CUDA;
+        params.mds.mds    = &m_md;
+        params.mds.count  = 1;
+        params.name       = "cux test";
+        params.sys_device = sys_dev;
+        ASSERT_EQ(UCS_OK, uct_mem_alloc(1 << 20, &method, 1, &params, &mem));
+        cux_ptr_info_t info;
+        ASSERT_EQ(UCS_OK, cux_ptr_query(mem.address, &info));
+        EXPECT_EQ(device, info.device);
+        EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+    }
 }
 #endif
 

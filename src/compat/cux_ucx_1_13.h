@@ -52,7 +52,7 @@
     static ucs_status_t _name(uct_md_h md, size_t *length_p, void **address_p, ucs_memory_type_t mem_type, \
                               unsigned flags, const char *alloc_name, uct_mem_h *memh_p) \
     { \
-        return _impl(md, length_p, address_p, mem_type, flags, alloc_name, memh_p); \
+        return _impl(md, length_p, address_p, mem_type, UCS_SYS_DEVICE_ID_UNKNOWN, flags, alloc_name, memh_p); \
     }
 
 #define CUX_MKEY_PACK_FUNC(_name, _impl) \

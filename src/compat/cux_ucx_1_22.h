@@ -25,13 +25,13 @@
 #undef CUX_MEM_ATTR_T
 #define CUX_MEM_ATTR_T uct_md_mem_attr_v2_t
 
-/* The system device is not used: memory goes to the caller's GPU, as before. */
+/* UCP asks for memory on a given device (its system device). */
 #undef CUX_MEM_ALLOC_FUNC
 #define CUX_MEM_ALLOC_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, size_t *length_p, void **address_p, ucs_memory_type_t mem_type, \
                               ucs_sys_device_t sys_dev, unsigned flags, const char *alloc_name, uct_mem_h *memh_p) \
     { \
-        return _impl(md, length_p, address_p, mem_type, flags, alloc_name, memh_p); \
+        return _impl(md, length_p, address_p, mem_type, sys_dev, flags, alloc_name, memh_p); \
     }
 
 #undef CUX_RKEY_UNPACK_FUNC

@@ -16,8 +16,9 @@
  *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
  *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
  *   CUX_MEM_QUERY_FUNC(name, impl)              mem_query op from impl(md, address, length, cux_mem_info_t*)
- *   CUX_MEM_ALLOC_FUNC(name, impl)              mem_alloc op from impl(md, length_p, address_p, mem_type, flags,
- *                                               alloc_name, memh_p)
+ *   CUX_MEM_ALLOC_FUNC(name, impl)              mem_alloc op from impl(md, length_p, address_p, mem_type, sys_dev,
+ *                                               flags, alloc_name, memh_p); sys_dev is the device asked for,
+ *                                               UCS_SYS_DEVICE_ID_UNKNOWN where the release does not say
  *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, address, rkey_buffer); address
  *                                               is the buffer being sent, NULL where the release does not say
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
