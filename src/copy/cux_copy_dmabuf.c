@@ -33,16 +33,23 @@ static void cux_copy_dmabuf_probe(void)
             return;
         }
     }
-    cux_dmabuf_devices_support = cux_device_count() > 0;
+    if (cux_device_count() == 0) {
+        ucs_snprintf_zero(cux_dmabuf_why_not, sizeof(cux_dmabuf_why_not), "no GPU");
+        return;
+    }
+    cux_dmabuf_devices_support = 1;
 }
 
 int cux_copy_dmabuf_supported(ucs_on_off_auto_value_t setting)
 {
+    static int warned = 0; /* once per process, not per memory domain */
+
     if (setting == UCS_CONFIG_OFF) {
         return 0;
     }
     pthread_once(&cux_dmabuf_once, cux_copy_dmabuf_probe);
-    if (!cux_dmabuf_devices_support && (setting == UCS_CONFIG_ON)) {
+    if (!cux_dmabuf_devices_support && (setting == UCS_CONFIG_ON) && !warned) {
+        warned = 1;
         ucs_warn("UCX_CUDA_COPY_DMABUF=on, but no DMA-BUF descriptors can be given: %s", cux_dmabuf_why_not);
     }
     return cux_dmabuf_devices_support;

@@ -392,6 +392,13 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
  * cached registration can so outlive its allocation while a new one takes the address: before a key goes to
  * a peer, it is checked against the allocation at the buffer now, and made again if that is another one.
  */
+/* Whether the key describes the allocation info describes. */
+static int cux_ipc_key_is_of(const cux_ipc_rkey_t *key, const cux_ptr_info_t *info)
+{
+    return (key->base == (uintptr_t)info->base) && (key->length == info->length) &&
+           (key->buffer_id == info->buffer_id);
+}
+
 static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, const void *address,
                                            void *rkey_buffer)
 {
@@ -401,32 +408,47 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     cux_ptr_info_t info;
     ucs_status_t status;
 
-    if (address != NULL) {
-        status = cux_ptr_query(address, &info);
-        if (status != UCS_OK) {
-            return status;
-        }
-        if ((info.mem_type != UCS_MEMORY_TYPE_CUDA) || ((uintptr_t)info.base != memh->key.base) ||
-            (info.length != memh->key.length) || (info.buffer_id != memh->key.buffer_id)) {
-            ucs_debug("cuda_ipc: registration of %p+%zu (id %llu) outlived its allocation; %p is in %p+%zu "
-                      "(id %llu) now", (void*)memh->key.base, memh->key.length,
-                      (unsigned long long)memh->key.buffer_id, address, info.base, info.length, info.buffer_id);
-            if (info.mem_type != UCS_MEMORY_TYPE_CUDA) {
-                ucs_error("cuda_ipc: %p is %s memory now, not the GPU memory registered there", address,
-                          ucs_memory_type_names[info.mem_type]);
-                return UCS_ERR_INVALID_ADDR;
-            }
-            status = cux_ipc_memh_export(md, &info, &renewed);
-            if (status != UCS_OK) {
-                return status;
-            }
-            if (memh->key.export_fd >= 0) {
-                close(memh->key.export_fd);
-            }
-            *memh = renewed;
-        }
+    if (address == NULL) {
+        memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+        return UCS_OK;
+    }
+    status = cux_ptr_query(address, &info);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (info.mem_type != UCS_MEMORY_TYPE_CUDA) {
+        ucs_error("cuda_ipc: %p is %s memory now, not the GPU memory registered there", address,
+                  ucs_memory_type_names[info.mem_type]);
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    /* memh may be UCP's cached registration, packed by several workers at once: read and swap it locked */
+    ucs_spin_lock(&md->memo_lock);
+    if (cux_ipc_key_is_of(&memh->key, &info)) {
+        memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+        ucs_spin_unlock(&md->memo_lock);
+        return UCS_OK;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+
+    ucs_debug("cuda_ipc: registration of %p+%zu (id %llu) outlived its allocation; %p is in %p+%zu (id %llu) now",
+              (void*)memh->key.base, memh->key.length, (unsigned long long)memh->key.buffer_id, address,
+              info.base, info.length, info.buffer_id);
+    status = cux_ipc_memh_export(md, &info, &renewed);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ucs_spin_lock(&md->memo_lock);
+    if (!cux_ipc_key_is_of(&memh->key, &info)) {
+        cux_ipc_memh_t old = *memh;
+        *memh              = renewed;
+        renewed            = old; /* its descriptor, if any, is closed below */
     }
     memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+    ucs_spin_unlock(&md->memo_lock);
+    if (renewed.key.export_fd >= 0) {
+        close(renewed.key.export_fd);
+    }
     return UCS_OK;
 }
 

@@ -43,7 +43,7 @@ typedef struct cux_ipc_md {
     uct_md_t        super;
     uint64_t        system_id;
     pid_t           pid;
-    ucs_spinlock_t  memo_lock;
+    ucs_spinlock_t  memo_lock;                    /* the memo, and keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
 } cux_ipc_md_t;
 
