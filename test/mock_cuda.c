@@ -721,6 +721,26 @@ static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsi
 
 static CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }
 
+static CUresult m_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || (a->device < 0)) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (base != NULL) {
+        *base = a->start;
+    }
+    if (size != NULL) {
+        *size = a->size;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
 static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h)
 {
     unsigned i;
@@ -931,7 +951,7 @@ static const struct {
     MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
     MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),
     MOCK_SYM(cuMemMap), MOCK_SYM(cuMemUnmap), MOCK_SYM(cuMemSetAccess), MOCK_SYM(cuMemGetAllocationGranularity),
-    MOCK_SYM(cuMemGetHandleForAddressRange),
+    MOCK_SYM(cuMemGetHandleForAddressRange), MOCK_SYM(cuMemGetAddressRange),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */

@@ -37,7 +37,7 @@ TEST(ipc_rkey, sealed_key_round_trips)
 {
     cux_ipc_rkey_t key = sample_key(7), copy;
     memcpy(&copy, &key, sizeof(copy));
-    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7, getpid()));
 }
 
 TEST(ipc_rkey, every_corrupted_byte_is_rejected)
@@ -46,7 +46,7 @@ TEST(ipc_rkey, every_corrupted_byte_is_rejected)
     for (size_t i = 0; i < sizeof(key); ++i) {
         cux_ipc_rkey_t bad = key;
         ((uint8_t*)&bad)[i] ^= 0x40;
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&bad, 7)) << "byte " << i;
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&bad, 7, getpid())) << "byte " << i;
     }
 }
 
@@ -57,14 +57,23 @@ TEST(ipc_rkey, truncated_key_is_rejected)
         cux_ipc_rkey_t cut;
         memset(&cut, 0, sizeof(cut));
         memcpy(&cut, &key, keep);
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&cut, 7)) << keep << " bytes";
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&cut, 7, getpid())) << keep << " bytes";
     }
 }
 
 TEST(ipc_rkey, key_of_another_host_is_unreachable)
 {
     cux_ipc_rkey_t key = sample_key(8);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+}
+
+/* Finding: a key carrying the importer's own pid made remote_addr a raw pointer into the importer's memory. */
+TEST(ipc_rkey, key_of_this_very_process_is_unreachable)
+{
+    cux_ipc_rkey_t key = sample_key(7);
+    key.pid = getpid();
+    cux_ipc_rkey_seal(&key);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
 }
 
 TEST(ipc_rkey, range_checks)
@@ -81,12 +90,13 @@ TEST(ipc_rkey, range_checks)
 
 struct fake_driver {
     int      mapped = 0, opens = 0, fail = 0;
+    int      capacity = 0; /* most mappings open at once, 0 for no limit */
     uint64_t next   = 0x100000;
 
     static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
     {
         fake_driver *d = (fake_driver*)arg;
-        if (d->fail) {
+        if (d->fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
             return UCS_ERR_NO_MEMORY;
         }
         d->mapped++;
@@ -207,6 +217,40 @@ TEST_F(ipc_cache, regions_in_use_are_never_evicted)
         cux_ipc_cache_put(&m_cache, r);
     }
     EXPECT_EQ(2, m_drv.mapped);
+}
+
+/* Finding: one failed mapping evicted every unused mapping of every peer and device before retrying. */
+TEST_F(ipc_cache, a_failed_mapping_releases_only_what_it_needs_on_its_device)
+{
+    for (uint64_t i = 0; i < 3; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 0));
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 1));
+    }
+    m_drv.capacity = 6;
+    cux_ipc_region_t *r = get(key(2, 0x9000, 9), 0);
+    ASSERT_NE(nullptr, r);
+    EXPECT_EQ(6, m_drv.mapped) << "more was released than the new mapping needed";
+    EXPECT_EQ(1ul, m_cache.stats.evictions);
+    cux_ipc_cache_put(&m_cache, r);
+    /* the other device's mappings are all still cached */
+    for (uint64_t i = 0; i < 3; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 1));
+    }
+    EXPECT_EQ(7, m_drv.opens);
+}
+
+/* Finding: a cache hit compared pid, device, base, buffer id and length, not the handle, so a reused pid (or a
+ * forged key) could be served another allocation's mapping. */
+TEST_F(ipc_cache, a_key_with_another_handle_is_not_served_the_cached_mapping)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_cache_put(&m_cache, get(k));
+    auto other = k;
+    other.handle.reserved[3] ^= 1;
+    cux_ipc_region_t *r = get(other);
+    EXPECT_EQ(2, m_drv.opens);
+    EXPECT_EQ(1ul, m_cache.stats.stale);
+    cux_ipc_cache_put(&m_cache, r);
 }
 
 TEST_F(ipc_cache, disabled_cache_unmaps_after_use)
@@ -482,6 +526,60 @@ TEST_F(ipc_transport, a_registration_that_outlived_its_buffer_packs_the_allocati
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
 }
 #endif
+
+/* Finding: a 4 KB buffer's key re-sealed to claim 1 GB was trusted, and a get 64 KB past the real end returned
+ * UCS_OK (on a GPU: reading whatever is mapped there). */
+TEST_F(ipc_transport, a_key_claiming_more_than_its_allocation_is_refused)
+{
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey; /* unpacked: the key comes first */
+    forged.length = 1ull << 30;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    buffer local(buf_kind::cuda0, 4096);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(false, local.ptr(), 4096, rb.addr + 65536, bundle.rkey));
+    uct_rkey_release(m_component, &bundle);
+    /* the true key still works */
+    round_trip(local, rb, 4096, 61);
+    remote_free(rb);
+}
+
+/* Finding: a key was not bound to the endpoint it is used on: it could name a third process, whose memory (or
+ * descriptors, for VMM keys) this process would then open. */
+TEST_F(ipc_transport, a_key_naming_another_process_is_refused_on_this_endpoint)
+{
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+    forged.pid = (forged.pid == 1) ? 2 : 1; /* init, or another process that is neither us nor the peer */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    buffer local(buf_kind::cuda0, 4096);
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(false, local.ptr(), 4096, rb.addr, bundle.rkey));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(true, local.ptr(), 4096, rb.addr, bundle.rkey));
+    uct_rkey_release(m_component, &bundle);
+    remote_free(rb);
+}
+
+/* Finding: a VMM import took whatever descriptor number the key named in the exporter, which may have been
+ * closed and reused, here for another exported allocation: the import then mapped that one. */
+TEST_F(ipc_transport, a_vmm_key_naming_another_descriptor_is_refused)
+{
+    remote_buf a = remote_alloc(2 << 20, 0, 1, alloc_vmm_fd), b = remote_alloc(4 << 20, 0, 2, alloc_vmm_fd);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)a.rkey.rkey;
+    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, forged.kind);
+    forged.export_fd = ((const cux_ipc_rkey_t*)b.rkey.rkey)->export_fd;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    buffer local(buf_kind::cuda0, 4096);
+    EXPECT_NE(UCS_OK, zcopy(false, local.ptr(), 4096, a.addr, bundle.rkey)) << "read another allocation";
+    uct_rkey_release(m_component, &bundle);
+    round_trip(local, a, 4096, 71);
+    remote_free(b);
+    remote_free(a);
+}
 
 TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
 {

@@ -164,6 +164,7 @@ ucs_status_t cux_driver_status(CUresult res, ucs_log_level_t level, const char *
 
     switch (res) {
     case CUDA_ERROR_OUT_OF_MEMORY:
+    case CUDA_ERROR_MAP_FAILED: /* out of mapping resources, as for an IPC mapping */
         return UCS_ERR_NO_MEMORY;
     case CUDA_ERROR_INVALID_VALUE:
     case CUDA_ERROR_INVALID_HANDLE:

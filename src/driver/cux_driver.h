@@ -51,6 +51,7 @@
     _f(cuLaunchHostFunc, 10000) \
     _f(cuMemcpyAsync, 4000) \
     _f(cuMemAlloc, 3020) \
+    _f(cuMemGetAddressRange, 3020) \
     _f(cuMemAllocManaged, 6000) \
     _f(cuMemFree, 3020) \
     _f(cuMemHostRegister, 6050) \

@@ -99,6 +99,31 @@ void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
     pthread_mutex_unlock(&cache->lock);
 }
 
+/* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if there were
+ * none. Mappings on other devices and mappings in use stay. */
+static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_t length)
+{
+    cux_ipc_region_t *region, *tmp;
+    uint64_t released = 0;
+    int count         = 0;
+
+    ucs_list_for_each_safe(region, tmp, &cache->lru, lru) {
+        if (region->device != device) {
+            continue;
+        }
+        released += region->length;
+        ++count;
+        ++cache->stats.evictions;
+        cux_ipc_cache_detach(cache, region);
+        if (released >= length) {
+            break;
+        }
+    }
+    ucs_debug("cuda_ipc: mapping %" PRIu64 " bytes on device %d failed: released %d unused mappings (%" PRIu64
+              " bytes) of that device", length, device, count, released);
+    return count > 0;
+}
+
 ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
                                cux_ipc_region_t **region_p)
 {
@@ -117,7 +142,10 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     }
 
     if (region != NULL) {
-        if ((region->buffer_id == rkey->buffer_id) && (region->length == rkey->length)) {
+        /* the handle too: a reused pid (or a forged key) must not be served another allocation's mapping */
+        if ((region->buffer_id == rkey->buffer_id) && (region->length == rkey->length) &&
+            (region->kind == rkey->kind) && (region->export_ino == rkey->export_ino) &&
+            !memcmp(&region->handle, &rkey->handle, sizeof(region->handle))) {
             ++cache->stats.hits;
             if (region->refcount++ == 0) {
                 ucs_list_del(&region->lru);
@@ -126,7 +154,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
             pthread_mutex_unlock(&cache->lock);
             return UCS_OK;
         }
-        /* Freed and re-allocated at the same address since it was mapped. */
+        /* Freed and re-allocated at the same address since it was mapped (or another process's key). */
         ucs_debug("cuda_ipc: pid %d 0x%" PRIx64 " is a new buffer (id %" PRIu64 ", was %" PRIu64 "): remapping",
                   rkey->pid, rkey->base, (uint64_t)rkey->buffer_id, region->buffer_id);
         ++cache->stats.stale;
@@ -135,13 +163,8 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 
     ++cache->stats.misses;
     status = cache->ops->map(cache->arg, rkey, device, &mapped);
-    if ((status != UCS_OK) && !ucs_list_is_empty(&cache->lru)) {
-        /* The driver may be out of mapping resources: give back what nobody uses and try once more. */
-        ucs_debug("cuda_ipc: mapping failed (%s), retrying after releasing unused mappings",
-                  ucs_status_string(status));
-        while (!ucs_list_is_empty(&cache->lru)) {
-            cux_ipc_cache_detach(cache, ucs_list_head(&cache->lru, cux_ipc_region_t, lru));
-        }
+    while ((status == UCS_ERR_NO_MEMORY) && cux_ipc_cache_release_for(cache, device, rkey->length)) {
+        /* out of mapping resources on this device: retry after giving back what it needs */
         status = cache->ops->map(cache->arg, rkey, device, &mapped);
     }
     if (status != UCS_OK) {
@@ -157,15 +180,17 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
     }
-    region->kind      = rkey->kind;
-    region->pid       = rkey->pid;
-    region->device    = device;
-    region->base      = rkey->base;
-    region->length    = rkey->length;
-    region->buffer_id = rkey->buffer_id;
-    region->mapped    = mapped;
-    region->refcount  = 1;
-    region->next      = cache->buckets[bucket];
+    region->kind       = rkey->kind;
+    region->pid        = rkey->pid;
+    region->device     = device;
+    region->base       = rkey->base;
+    region->length     = rkey->length;
+    region->buffer_id  = rkey->buffer_id;
+    region->handle     = rkey->handle;
+    region->export_ino = rkey->export_ino;
+    region->mapped     = mapped;
+    region->refcount   = 1;
+    region->next       = cache->buckets[bucket];
     cache->buckets[bucket] = region;
     ++cache->num_regions;
     cache->total_size += region->length;

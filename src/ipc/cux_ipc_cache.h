@@ -28,6 +28,8 @@ typedef struct cux_ipc_region {
     uint64_t              length;
     uint64_t              buffer_id;
     int                   kind;       /* CUX_IPC_KIND_* of the key it was mapped from */
+    CUipcMemHandle        handle;     /* LEGACY: the handle it was opened from */
+    uint64_t              export_ino; /* VMM_FD: the exported descriptor's inode */
     void                  *mapped;    /* local address of base */
     unsigned              refcount;   /* operations using the mapping */
     int                   detached;   /* no longer in the cache: unmapped at the last release */

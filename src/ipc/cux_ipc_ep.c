@@ -44,10 +44,11 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
                                                          uct_completion_t *comp, int put)
 {
     cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    cux_ipc_ep_t *ep                     = ucs_derived_of(tl_ep, cux_ipc_ep_t);
     const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
     const cux_ipc_rkey_t *key            = &ukey->key;
     const cux_ipc_memh_t *memh;
-    cux_ipc_region_t *region = NULL;
+    cux_ipc_region_t *region;
     cux_ptr_info_t info;
     cux_dev_res_t *res;
     ucs_status_t status;
@@ -62,6 +63,12 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     length = uct_iov_total_length(iov, iovcnt);
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
+    }
+    /* A key reaches only the process this endpoint connects to, so a key cannot name a third process (whose
+     * descriptors a VMM import would take) or make this process touch memory of another peer. */
+    if (ucs_unlikely(key->pid != ep->remote_pid)) {
+        ucs_error("cuda_ipc: remote key of pid %d used on an endpoint to pid %d", key->pid, ep->remote_pid);
+        return UCS_ERR_INVALID_PARAM;
     }
     if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {
         ucs_error("cuda_ipc: 0x%" PRIx64 "+%zu is outside the remote allocation 0x%" PRIx64 "+%" PRIu64,
@@ -87,23 +94,19 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
 
-    if (key->pid == iface->pid) {
-        remote = (void*)remote_addr; /* our own memory: no mapping needed */
-    } else {
-        status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
-        if (ucs_unlikely(status != UCS_OK)) {
-            return status;
-        }
-        remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
+    status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
     }
+    remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
 
     /* One queue per peer device keeps copies to different GPUs apart. */
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
                           put ? iov[0].buffer : remote, length,
                           (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
-                          (region != NULL) ? cux_ipc_region_release : NULL, region);
-    if ((status != UCS_INPROGRESS) && (region != NULL)) {
+                          cux_ipc_region_release, region);
+    if (status != UCS_INPROGRESS) {
         cux_ipc_cache_put(&cux_ipc_cache, region);
     }
     return status;

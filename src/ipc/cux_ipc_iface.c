@@ -9,6 +9,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CUX_IPC_DEV_NAME "cuda"
@@ -37,19 +38,32 @@ static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_d
 
 static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    ((cux_ipc_iface_addr_t*)addr)->pid = ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid;
+    const cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+
+    ((cux_ipc_iface_addr_t*)addr)->pid    = iface->pid;
+    ((cux_ipc_iface_addr_t*)addr)->pid_ns = iface->pid_ns;
     return UCS_OK;
 }
 
-/* Another process of this host (GPU-to-GPU access is checked when a buffer is mapped, where the devices are
- * known). Never our own process: the driver refuses to import one's own memory, and UCP would otherwise put
- * cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
+/* The inode of /proc/self/ns/pid names the namespace; 0 where it cannot be read (equal only to another 0). */
+static uint64_t cux_ipc_pid_namespace(void)
+{
+    struct stat st;
+
+    return (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
+}
+
+/* Another process of this host and of our PID namespace (GPU-to-GPU access is checked when a buffer is
+ * mapped, where the devices are known). Never our own process: the driver refuses to import one's own memory,
+ * and UCP would otherwise put cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
 static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
                                    const uct_iface_addr_t *iface_addr)
 {
-    return (dev_addr != NULL) && (iface_addr != NULL) &&
-           (*(const uint64_t*)dev_addr == ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id) &&
-           (((const cux_ipc_iface_addr_t*)iface_addr)->pid != ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid);
+    const cux_ipc_iface_t *iface     = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+    const cux_ipc_iface_addr_t *addr = (const cux_ipc_iface_addr_t*)iface_addr;
+
+    return (dev_addr != NULL) && (addr != NULL) && (*(const uint64_t*)dev_addr == iface->system_id) &&
+           (addr->pid_ns == iface->pid_ns) && (addr->pid != iface->pid);
 }
 
 CUX_IFACE_REACHABLE_FUNC(cux_ipc_iface_is_reachable, cux_ipc_iface_reachable)
@@ -123,6 +137,7 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
     self->system_id     = ucs_get_system_id();
     self->pid           = getpid();
+    self->pid_ns        = cux_ipc_pid_namespace();
     self->super.measure = cux_ipc_iface_measure;
     cux_async_set_max_batch(&self->super.async, config->max_batch);
     if (self->super.async.max_batch != config->max_batch) {

@@ -11,6 +11,8 @@
 #include <ucs/sys/sys.h>
 #include <errno.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,8 +64,21 @@ static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int dev
  */
 static int cux_ipc_take_fd(const cux_ipc_rkey_t *key)
 {
+    char proc[32];
+    struct stat st;
     int pidfd, fd;
 
+    /* key->pid is the endpoint's peer (checked by the endpoint); take descriptors only from our own user */
+    snprintf(proc, sizeof(proc), "/proc/%d", key->pid);
+    if (stat(proc, &st) != 0) {
+        ucs_error("cuda_ipc: pid %d is gone: %m", key->pid);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        ucs_error("cuda_ipc: pid %d runs as user %u, not as this process's user %u: its descriptors are not "
+                  "taken", key->pid, (unsigned)st.st_uid, (unsigned)geteuid());
+        return -1;
+    }
     pidfd = syscall(SYS_pidfd_open, key->pid, 0);
     if (pidfd < 0) {
         ucs_error("cuda_ipc: pidfd_open(%d) failed: %m (has the process exited?)", key->pid);
@@ -75,6 +90,12 @@ static int cux_ipc_take_fd(const cux_ipc_rkey_t *key)
                   (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");
     }
     close(pidfd);
+    if ((fd >= 0) && ((fstat(fd, &st) != 0) || (st.st_dev != key->export_dev) || (st.st_ino != key->export_ino))) {
+        ucs_error("cuda_ipc: descriptor %d of pid %d is not the one exported for 0x%" PRIx64 " (closed and its "
+                  "number reused?)", key->export_fd, key->pid, (uint64_t)key->base);
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -125,6 +146,22 @@ out_release:
     return status;
 }
 
+/* A key claims the length of the exporter's allocation: the mapping the driver opened says what it really is,
+ * and a key that claims more is refused (it would let copies run past the allocation). */
+static ucs_status_t cux_ipc_check_mapped_length(const cux_ipc_rkey_t *key, CUdeviceptr dptr)
+{
+    CUdeviceptr base;
+    size_t size;
+
+    if ((CUX_DRV_CALL_ERR(cuMemGetAddressRange, &base, &size, dptr) == UCS_OK) && (size >= key->length)) {
+        return UCS_OK;
+    }
+    ucs_error("cuda_ipc: pid %d's key claims %" PRIu64 " bytes at 0x%" PRIx64 ", but the allocation it maps is "
+              "shorter: refused", key->pid, (uint64_t)key->length, (uint64_t)key->base);
+    (void)CUX_DRV_CALL_ERR(cuIpcCloseMemHandle, dptr);
+    return UCS_ERR_INVALID_PARAM;
+}
+
 /* Mapping callbacks of the cache: open and close a remote allocation in a local device's context. */
 static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
 {
@@ -142,9 +179,12 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
         return status;
     }
     if (key->kind == CUX_IPC_KIND_VMM_FD) {
-        status = cux_ipc_map_vmm(key, device, &dptr);
+        status = cux_ipc_map_vmm(key, device, &dptr); /* maps key->length: the driver refuses more */
     } else {
         status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (status == UCS_OK) {
+            status = cux_ipc_check_mapped_length(key, dptr);
+        }
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
@@ -224,7 +264,7 @@ CUX_MD_QUERY_FUNC(cux_ipc_md_query, cux_ipc_md_caps)
  * Export a cuMemCreate allocation as a POSIX file descriptor, kept open in this process for importers to take
  * with pidfd_getfd. Works only if the allocation was created with that handle type requested.
  */
-static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
+static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p, struct stat *st_p)
 {
     CUmemGenericAllocationHandle handle;
     ucs_status_t status;
@@ -237,10 +277,16 @@ static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
     status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, &fd, handle,
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
-    if (status == UCS_OK) {
-        *fd_p = fd;
+    if (status != UCS_OK) {
+        return status;
     }
-    return status;
+    if (fstat(fd, st_p) != 0) {
+        ucs_error("cuda_ipc: fstat of an exported descriptor failed: %m");
+        close(fd);
+        return UCS_ERR_IO_ERROR;
+    }
+    *fd_p = fd;
+    return UCS_OK;
 }
 
 static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
@@ -280,6 +326,7 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     cux_ctx_guard_t guard;
     ucs_status_t status;
     int export_fd = -1;
+    struct stat st;
 
     if (cux_ipc_memo_find(md, info, memh)) {
         return UCS_OK;
@@ -295,9 +342,13 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
                           (CUdeviceptr)(uintptr_t)info->base);
     if (status != UCS_OK) {
         /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
-        status = cux_ipc_export_vmm(info->base, &export_fd);
+        status = cux_ipc_export_vmm(info->base, &export_fd, &st);
         memh->key.kind      = CUX_IPC_KIND_VMM_FD;
         memh->key.export_fd = export_fd;
+        if (status == UCS_OK) {
+            memh->key.export_dev = st.st_dev;
+            memh->key.export_ino = st.st_ino;
+        }
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
@@ -477,7 +528,7 @@ static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const v
         return UCS_ERR_NO_MEMORY;
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
-    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id());
+    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id(), getpid());
     if (status != UCS_OK) {
         ucs_free(ukey);
         return status;

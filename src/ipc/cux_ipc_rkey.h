@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
-#define CUX_IPC_RKEY_VERSION 1
+#define CUX_IPC_RKEY_VERSION 2
 
 /* How the allocation is shared. */
 enum {
@@ -30,6 +30,8 @@ typedef struct cux_ipc_rkey {
     uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
     int32_t        pid;         /* exporting process */
     int32_t        export_fd;   /* VMM_FD: the descriptor number in the exporting process */
+    uint64_t       export_dev;  /* VMM_FD: st_dev and st_ino of that descriptor, so that the importer takes */
+    uint64_t       export_ino;  /*         the descriptor that was exported, not one that took its number */
     CUuuid         dev_uuid;    /* device that owns the allocation */
     CUipcMemHandle handle;      /* LEGACY */
     uint64_t       base;        /* allocation start in the exporter's address space */
@@ -43,10 +45,11 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
 
 /*
  * Check a packed key received from a peer. UCS_ERR_INVALID_PARAM for a corrupt or truncated key (checksum,
- * magic, version, empty range), logged as an error; UCS_ERR_UNREACHABLE for a key of another host or of
- * memory that cannot be shared, which UCP expects and handles (logged at debug level).
+ * magic, version, empty range), logged as an error; UCS_ERR_UNREACHABLE for a key of another host, of this
+ * very process (cuda_ipc never connects a process to itself) or of memory that cannot be shared, which UCP
+ * expects and handles (logged at debug level).
  */
-ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id);
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int32_t local_pid);
 
 /* Is [address, address + length) inside the key's allocation? */
 static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t address, size_t length)
