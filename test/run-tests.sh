@@ -58,7 +58,7 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         GTEST_FILTER='copy*:ipc_transport.*:parity.*' CUX_TEST_SUITE=mock1 CUX_TEST_REQUIRE_GPU=1
     # devices with PCI addresses, so that UCX's topology knows them (allocation on a given device, UCX 1.22)
     run_suite mock-driver-pci CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_PCI=1 \
-        GTEST_FILTER='copy*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
+        GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1
