@@ -4,8 +4,9 @@
 #   1. against the system's libcuda.so.1: loader, registration and configure tests always run; the copy
 #      suite runs on a GPU host and is reported skipped elsewhere;
 #   2. against the mock driver (test/mock_cuda.c): the copy suite on two emulated devices, then on one, so
-#      CI exercises the data path through the real libuct, then with PCI addresses, then the parity suite as
-#      on a 12.0 driver.
+#      CI exercises the data path through the real libuct, then with PCI addresses, then the fuzzer on what a
+#      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed, or skipped without clang), then the
+#      parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
 # Logs go to test/logs/. Exit status is non-zero when anything failed.
 set -u
@@ -59,6 +60,14 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # devices with PCI addresses, so that UCX's topology knows them (allocation on a given device, UCX 1.22)
     run_suite mock-driver-pci CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_PCI=1 \
         GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
+    # what a peer sends to cuda_ipc (keys, addresses) under libFuzzer with ASan and UBSan, time-bounded
+    echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-60} s"
+    "$(dirname "$0")/run-fuzz.sh" "$builddir" | sed 's/^/    /'
+    case ${PIPESTATUS[0]} in
+    0) passed=$((passed + 1)) ;;
+    77) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+    esac
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1
