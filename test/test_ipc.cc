@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern "C" {
@@ -579,6 +580,46 @@ TEST_F(ipc_transport, a_vmm_key_naming_another_descriptor_is_refused)
     round_trip(local, a, 4096, 71);
     remote_free(b);
     remote_free(a);
+}
+
+/* fork() after initialisation: in the child, registration, key packing and unpacking, and copies fail with an
+ * error (the driver's state belongs to the parent), never hang, and never hand out the parent's identity. */
+TEST_F(ipc_transport, after_fork_the_child_fails_cleanly_without_the_parents_identity)
+{
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    buffer local(buf_kind::cuda0, 4096);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), 4096, UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<uint8_t> packed(sizeof(cux_ipc_rkey_t));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(30); /* a hang ends as a signal, which the parent reports */
+        int bad = 0;
+        uct_mem_h child_memh;
+        uct_rkey_bundle_t bundle;
+        std::vector<uint8_t> key(sizeof(cux_ipc_rkey_t));
+        bad |= (uct_md_mem_reg(m_md, local.ptr(), 4096, UCT_MD_MEM_ACCESS_ALL, &child_memh) == UCS_OK) << 0;
+        bad |= (uct_md_mkey_pack(m_md, memh, key.data()) == UCS_OK) << 1;
+        bad |= (uct_rkey_unpack(m_component, packed.data(), &bundle) == UCS_OK) << 2;
+        bad |= (zcopy(false, local.ptr(), 4096, rb.addr, rb.rkey.rkey) == UCS_OK) << 3;
+        bad |= (zcopy(true, local.ptr(), 4096, rb.addr, rb.rkey.rkey) == UCS_OK) << 4;
+        _exit(bad);
+    }
+    ASSERT_GT(child, 0);
+    int wst = 0;
+    ASSERT_EQ(child, waitpid(child, &wst, 0));
+    EXPECT_TRUE(WIFEXITED(wst)) << "the child was killed by signal " << WTERMSIG(wst) << " (a hang ends so)";
+    EXPECT_EQ(0, WEXITSTATUS(wst)) << "child steps that succeeded (bits: reg, pack, unpack, get, put): "
+                                   << WEXITSTATUS(wst);
+
+    /* the parent is unaffected */
+    round_trip(local, rb, 4096, 81);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    remote_free(rb);
 }
 
 TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)

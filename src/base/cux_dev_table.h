@@ -78,6 +78,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
     ucs_status_t status;
     CUstream stream;
 
+    status = cux_driver_check_fork("a copy");
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
     if (mode == CUX_DEV_COPY_BATCH) {
         return cux_async_batch_copy(sq, dst, src, length, comp, release, release_arg);
     }

@@ -171,8 +171,12 @@ ucs_status_t cux_query_md_resources(uct_component_t *component, uct_md_resource_
 
 ucs_status_t cux_md_open_check(const char *md_name)
 {
-    ucs_status_t status = cux_devices_init();
+    ucs_status_t status = cux_driver_check_fork("opening a memory domain");
 
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = cux_devices_init();
     if (status != UCS_OK) {
         ucs_error("cannot open memory domain %s: %s", md_name,
                   *cux_driver_error() ? cux_driver_error() : "no cuda devices");

@@ -79,6 +79,10 @@ static ucs_status_t cux_copy_mem_reg_impl(uct_md_h tl_md, void *address, size_t 
     cux_ptr_info_t info;
     ucs_status_t status;
 
+    status = cux_driver_check_fork("cuda_copy registration");
+    if (status != UCS_OK) {
+        return status;
+    }
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
         uct_md_log_mem_reg_error(flags, "cuda_copy: cannot query address %p: %s", address,
@@ -185,6 +189,10 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
 
     if ((mem_type != UCS_MEMORY_TYPE_CUDA) && (mem_type != UCS_MEMORY_TYPE_CUDA_MANAGED)) {
         return UCS_ERR_UNSUPPORTED;
+    }
+    status = cux_driver_check_fork("cuda_copy allocation");
+    if (status != UCS_OK) {
+        return status;
     }
     if (*length_p == 0) {
         ucs_error("cuda_copy: cannot allocate 0 bytes of %s memory", ucs_memory_type_names[mem_type]);

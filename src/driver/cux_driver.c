@@ -71,6 +71,13 @@ static ucs_status_t cux_driver_resolve(cux_get_proc_address_v2_t get_proc)
     return UCS_OK;
 }
 
+volatile int cux_driver_forked;
+
+static void cux_driver_atfork_child(void)
+{
+    cux_driver_forked = 1;
+}
+
 static void cux_driver_do_load(void)
 {
     const char *path = getenv(CUX_DRIVER_PATH_ENV);
@@ -123,6 +130,7 @@ static void cux_driver_do_load(void)
     /* The handle stays open for the life of the process: driver state outlives any one UCX context. */
     cux_driver_api_version = version;
     cux_driver_errbuf[0]   = '\0';
+    pthread_atfork(NULL, NULL, cux_driver_atfork_child);
     ucs_debug("loaded cuda driver %s, API version %d", path, version);
     return;
 
@@ -130,6 +138,12 @@ err_reset:
     memset(&cux_drv, 0, sizeof(cux_drv));
 err_close:
     dlclose(handle);
+}
+
+ucs_status_t cux_driver_fork_error(const char *what)
+{
+    ucs_error("%s in the child of a fork(): the CUDA driver's state belongs to the parent process", what);
+    return UCS_ERR_UNSUPPORTED;
 }
 
 ucs_status_t cux_driver_load(void)

@@ -109,6 +109,20 @@ int cux_driver_version(void);
 /* Why the last load failed, for messages ("" when loaded). */
 const char *cux_driver_error(void);
 
+/*
+ * Set in the child of a fork() once the driver was loaded: CUDA cannot be used there (the driver's state
+ * belongs to the parent), and the parent's process identity must not leak into keys. Entry points that would
+ * call the driver or hand out an identity fail with UCS_ERR_UNSUPPORTED through cux_driver_check_fork().
+ */
+extern volatile int cux_driver_forked;
+
+ucs_status_t cux_driver_fork_error(const char *what);
+
+static inline ucs_status_t cux_driver_check_fork(const char *what)
+{
+    return ucs_likely(!cux_driver_forked) ? UCS_OK : cux_driver_fork_error(what);
+}
+
 /* Status code and log line for a failed driver call. */
 ucs_status_t cux_driver_status(CUresult res, ucs_log_level_t level, const char *call, const char *file,
                                int line);

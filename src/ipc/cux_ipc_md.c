@@ -382,6 +382,10 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     cux_ptr_info_t info;
     ucs_status_t status;
 
+    status = cux_driver_check_fork("cuda_ipc registration");
+    if (status != UCS_OK) {
+        return status;
+    }
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
         return status;
@@ -459,6 +463,10 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     cux_ptr_info_t info;
     ucs_status_t status;
 
+    status = cux_driver_check_fork("cuda_ipc key packing"); /* the key names the parent */
+    if (status != UCS_OK) {
+        return status;
+    }
     if (address == NULL) {
         memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
         return UCS_OK;
@@ -523,6 +531,10 @@ static ucs_status_t cux_ipc_rkey_unpack_impl(uct_component_t *component, const v
     cux_ipc_unpacked_rkey_t *ukey;
     ucs_status_t status;
 
+    status = cux_driver_check_fork("cuda_ipc key unpacking");
+    if (status != UCS_OK) {
+        return status;
+    }
     ukey = ucs_malloc(sizeof(*ukey), "cux_ipc_rkey");
     if (ukey == NULL) {
         return UCS_ERR_NO_MEMORY;
