@@ -8,6 +8,7 @@
 #include <ucs/sys/sys.h>
 #include <ucs/sys/math.h>
 #include <unistd.h>
+#include <string.h>
 
 #define CUX_COPY_DEV_NAME "cuda"
 
@@ -33,15 +34,21 @@ static uint64_t cux_copy_process_id(void)
 
 static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    *(uint64_t*)addr = ucs_derived_of(tl_iface, cux_copy_iface_t)->id;
+    /* UCP packs addresses byte by byte: no alignment may be assumed */
+    memcpy(addr, &ucs_derived_of(tl_iface, cux_copy_iface_t)->id, sizeof(uint64_t));
     return UCS_OK;
 }
 
 static int cux_copy_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
                                     const uct_iface_addr_t *iface_addr)
 {
-    return (iface_addr != NULL) &&
-           (*(const uint64_t*)iface_addr == ucs_derived_of(tl_iface, cux_copy_iface_t)->id);
+    uint64_t id;
+
+    if (iface_addr == NULL) {
+        return 0;
+    }
+    memcpy(&id, iface_addr, sizeof(id));
+    return id == ucs_derived_of(tl_iface, cux_copy_iface_t)->id;
 }
 
 CUX_IFACE_REACHABLE_FUNC(cux_copy_iface_is_reachable, cux_copy_iface_reachable)

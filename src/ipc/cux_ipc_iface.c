@@ -9,6 +9,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +33,8 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
 
 static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_device_addr_t *addr)
 {
-    *(uint64_t*)addr = ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id;
+    /* UCP packs addresses byte by byte: no alignment may be assumed */
+    memcpy(addr, &ucs_derived_of(tl_iface, cux_ipc_iface_t)->system_id, sizeof(uint64_t));
     return UCS_OK;
 }
 
@@ -60,10 +62,14 @@ static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_
                                    const uct_iface_addr_t *iface_addr)
 {
     const cux_ipc_iface_t *iface     = ucs_derived_of(tl_iface, cux_ipc_iface_t);
-    const cux_ipc_iface_addr_t *addr = (const cux_ipc_iface_addr_t*)iface_addr;
+    const cux_ipc_iface_addr_t *addr = (const cux_ipc_iface_addr_t*)iface_addr; /* packed: any alignment */
+    uint64_t system_id;
 
-    return (dev_addr != NULL) && (addr != NULL) && (*(const uint64_t*)dev_addr == iface->system_id) &&
-           (addr->pid_ns == iface->pid_ns) && (addr->pid != iface->pid);
+    if ((dev_addr == NULL) || (addr == NULL)) {
+        return 0;
+    }
+    memcpy(&system_id, dev_addr, sizeof(system_id));
+    return (system_id == iface->system_id) && (addr->pid_ns == iface->pid_ns) && (addr->pid != iface->pid);
 }
 
 CUX_IFACE_REACHABLE_FUNC(cux_ipc_iface_is_reachable, cux_ipc_iface_reachable)
