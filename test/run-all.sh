@@ -29,4 +29,18 @@ if [ ! -f Makefile ] || [ ../configure -nt Makefile ] || [ "$(sed -n 's/^UCX_SRC
 fi
 make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 make -j"$(nproc)" check TESTS= >make-check.log 2>&1 || { tail -n 40 make-check.log; exit 1; }
+
+# The same tree with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer, for run-tests.sh's
+# sanitizer suites (CUX_NO_SANITIZERS=1 leaves them out).
+if [ "${CUX_NO_SANITIZERS:-0}" != 1 ]; then
+    san_flags="-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    mkdir -p "$top/build-asan"
+    (cd "$top/build-asan" &&
+        { [ -f Makefile ] && [ ../configure -ot Makefile ] && [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" = "$UCX_SRC" ] ||
+          ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" CFLAGS="$san_flags" CXXFLAGS="$san_flags" \
+              LDFLAGS="-fsanitize=address,undefined" >configure.log 2>&1; } &&
+        make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" check TESTS= >make-check.log 2>&1) ||
+        { echo "run-all: the sanitizer build failed (see build-asan/*.log)"; exit 1; }
+    export CUX_SANITIZER_BUILDDIR="$top/build-asan"
+fi
 exec ../test/run-tests.sh

@@ -8,6 +8,8 @@
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed, or skipped without clang), then the
 #      parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
+#   3. with CUX_SANITIZER_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
+#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer.
 # Logs go to test/logs/. Exit status is non-zero when anything failed.
 set -u
 builddir=${CUX_BUILDDIR:-$PWD}
@@ -24,7 +26,7 @@ run_suite() {
     local name=$1; shift
     local log="$logs/$name.log" xml="$logs/$name.xml"
     echo "=== suite $name: $*"
-    env "$@" "$bin" --gtest_output="xml:$xml" >"$log" 2>&1
+    env "$@" "${suite_bin:-$bin}" --gtest_output="xml:$xml" >"$log" 2>&1
     local rc=$?
     grep -E '^\[  (PASSED|FAILED|SKIPPED)  ?\] [0-9]|^\[  FAILED  \] [a-z]|^cuda driver|events,' "$log" | sed 's/^/    /'
     if [ ! -s "$xml" ]; then
@@ -71,6 +73,20 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1
+fi
+
+# The same binary built with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer (test/run-all.sh
+# builds it in build-asan): the CPU suites, and the cuda_ipc, parity and memory-domain suites on the mock.
+san=${CUX_SANITIZER_BUILDDIR:-}
+if [ -n "$san" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
+    san_env="ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1"
+    san_env="$san_env LSAN_OPTIONS=suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp"
+    suite_bin="$san/test/cux_gtest"
+    run_suite sanitizers-cpu $san_env CUX_TEST_SUITE=asan \
+        GTEST_FILTER='ipc_rkey.*:ipc_cache.*:driver_loader.*:registration.component*:registration.md_config*:registration.bad*'
+    run_suite sanitizers-mock $san_env CUX_DRIVER_PATH="$san/test/.libs/libmockcuda.so" CUX_TEST_SUITE=asanmock \
+        CUX_TEST_REQUIRE_GPU=1 GTEST_FILTER='ipc*:parity*:copy_dmabuf.*:copy.md*:copy.bad*'
+    unset suite_bin
 fi
 
 failed=$((failed + broken))
