@@ -17,7 +17,11 @@
 #                place of UCX's own and the data check, several runs, then UCX's own module for comparison.
 #
 # CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites.
-# CUX_UCX_SRC is the source tree of exactly PREFIX's version. ./gpu-carry holds the plugin's dist tarball and
+# CUX_UCX_SRC is the source tree of exactly PREFIX's version: `apt-get source ucx` of the installed package, or
+# UCX's release tag (`git archive vX.Y.Z src configure.ac` is enough for the headers). A UCX to install under
+# PREFIX is built from a tree with configure generated (contrib/prepare-ucx-src.sh here, where libtoolize is)
+# by contrib/build-reference-ucx.sh there; on the 2x H200 host UCX 1.22 with CUDA needs
+# CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC='. ./gpu-carry holds the plugin's dist tarball and
 # googletest/ (contrib/prepare-gpu-carry.sh). Writes $OUT/versions-SETUP.txt and versions-SETUP-logs.tar.gz.
 set -u
 setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace PREFIX}
