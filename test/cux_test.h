@@ -37,6 +37,9 @@ command_result run_command(const std::string &cmd);
 /* Which driver this run uses: "mock" when CUX_DRIVER_PATH names the test mock. */
 bool using_mock_driver();
 
+/* Live objects of the mock driver ("streams", "events", "allocations", "mappings"); -1 with another driver. */
+long mock_live(const char *what);
+
 /* Path of a file in the build or source tree. */
 std::string build_path(const std::string &rel);
 std::string source_path(const std::string &rel);

@@ -421,17 +421,80 @@ static CUresult m_cuCtxGetDevice(CUdevice *d)
     return CUDA_SUCCESS;
 }
 
+/*
+ * Fault injection: MOCK_CUDA_FAIL="NAME[:AFTER[:COUNT]]" makes entry point NAME (cuMemAlloc, cuStreamCreate,
+ * cuEventCreate, cuMemcpyAsync, cuMemcpyBatchAsync, cuIpcOpenMemHandle) fail after AFTER more successful calls
+ * (default 0), COUNT times (default: every call). Read at each call, so a test can set and unset it between
+ * operations; the calls are counted from the first one that sees the current value.
+ */
+static CUresult mock_injected(const char *name, CUresult error)
+{
+    static char     seen[128];
+    static unsigned calls;
+    const char *spec = getenv("MOCK_CUDA_FAIL");
+    unsigned after = 0, count = UINT32_MAX;
+    size_t len = strlen(name);
+    int fail;
+
+    if ((spec == NULL) || (strncmp(spec, name, len) != 0) || ((spec[len] != '\0') && (spec[len] != ':'))) {
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&mock_lock);
+    if (strncmp(seen, spec, sizeof(seen)) != 0) {
+        snprintf(seen, sizeof(seen), "%s", spec);
+        calls = 0;
+    }
+    sscanf(spec + len, ":%u:%u", &after, &count);
+    ++calls;
+    fail = (calls > after) && (calls - after <= count);
+    pthread_mutex_unlock(&mock_lock);
+    return fail ? error : CUDA_SUCCESS;
+}
+
+/* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
+ * (device and managed memory) or "mappings" (imported IPC memory). */
+static long mock_live_streams, mock_live_events;
+
+long mock_cuda_live(const char *what)
+{
+    long n = 0;
+    int i, imported;
+
+    if (!strcmp(what, "streams")) {
+        return __atomic_load_n(&mock_live_streams, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "events")) {
+        return __atomic_load_n(&mock_live_events, __ATOMIC_RELAXED);
+    }
+    imported = !strcmp(what, "mappings");
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
+        n += mock_allocs[i].size && !mock_allocs[i].host_pinned && (mock_allocs[i].imported == imported);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return n;
+}
+
 static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 {
+    CUresult res = mock_injected("cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     *s = calloc(1, sizeof(**s));
     (*s)->device = mock_current_device();
+    __atomic_add_fetch(&mock_live_streams, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
-
-static CUresult m_cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
+static CUresult m_cuStreamDestroy(CUstream s)
+{
+    __atomic_sub_fetch(&mock_live_streams, 1, __ATOMIC_RELAXED);
+    free(s);
+    return CUDA_SUCCESS;
+}
 static CUresult m_cuStreamSynchronize(CUstream s)
 {
     if (s == NULL) {
@@ -443,14 +506,24 @@ static CUresult m_cuStreamQuery(CUstream s) { return CUDA_SUCCESS; }
 
 static CUresult m_cuEventCreate(CUevent *e, unsigned flags)
 {
+    CUresult res = mock_injected("cuEventCreate", CUDA_ERROR_OUT_OF_MEMORY);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     *e = calloc(1, sizeof(**e));
+    __atomic_add_fetch(&mock_live_events, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
-
-static CUresult m_cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
+static CUresult m_cuEventDestroy(CUevent e)
+{
+    __atomic_sub_fetch(&mock_live_events, 1, __ATOMIC_RELAXED);
+    free(e);
+    return CUDA_SUCCESS;
+}
 
 static CUresult m_cuEventRecord(CUevent e, CUstream s)
 {
@@ -491,6 +564,11 @@ static int mock_straddles_pinned(CUdeviceptr p, size_t n)
 
 static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
+    CUresult res = mock_injected("cuMemcpyAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     if ((s == NULL) || (s->device != mock_current_device())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: the stream's context must be current */
     }
@@ -503,8 +581,13 @@ static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 
 static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
 {
+    CUresult res = mock_injected("cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY);
     void *m;
     int fd;
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
 
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -531,9 +614,12 @@ static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
 static CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                      CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t num_attrs, CUstream s)
 {
-    CUresult res = CUDA_SUCCESS;
+    CUresult res = mock_injected("cuMemcpyBatchAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
     size_t i;
 
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     if ((count == 0) || (num_attrs == 0) || (attrs == NULL)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -690,7 +776,11 @@ static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsi
     struct stat st;
     void *m;
     int fd;
+    CUresult res = mock_injected("cuIpcOpenMemHandle", CUDA_ERROR_MAP_FAILED);
 
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     memcpy(&h, &handle, sizeof(h));
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;

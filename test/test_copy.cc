@@ -579,3 +579,102 @@ TEST_F(copy, iface_open_on_unknown_device_fails_cleanly)
     EXPECT_EQ(UCS_ERR_NO_DEVICE, uct_iface_open(m_md, m_worker, &params, config, &iface));
     uct_config_release(config);
 }
+
+/* ---------------------------------------------------------------- injected faults (mock driver) */
+
+/* Each fault: an error status or error completion, no hang, the driver objects back to their starting counts,
+ * and the interface still usable once the fault is gone. */
+class copy_faults : public copy {
+protected:
+    void SetUp() override
+    {
+        if (!using_mock_driver()) {
+            GTEST_SKIP() << "faults are injected by the mock driver (MOCK_CUDA_FAIL)";
+        }
+        copy::SetUp();
+    }
+    void TearDown() override
+    {
+        unsetenv("MOCK_CUDA_FAIL");
+        copy::TearDown();
+    }
+
+    /* A zero-copy put GPU0 -> GPU0 (a second buffer) of size bytes, waited for; its status. */
+    ucs_status_t put(size_t size)
+    {
+        buffer src(buf_kind::cuda0, size), dst(buf_kind::cuda0, size);
+        uct_iov_t iov = {src.ptr(), size, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &comp.comp);
+        if (status == UCS_INPROGRESS) {
+            status = wait(&comp.comp);
+        }
+        if (uct_ep_flush(m_ep, 0, nullptr) == UCS_INPROGRESS) {
+            counting_completion flushed;
+            uct_ep_flush(m_ep, 0, &flushed.comp);
+            wait(&flushed.comp);
+        }
+        return status;
+    }
+
+    /* Reopen the interface so that it has created no stream or event yet; the counts it starts from. */
+    void fresh_iface(long *streams, long *events)
+    {
+        close_iface();
+        *streams = mock_live("streams");
+        *events  = mock_live("events");
+        open_iface();
+    }
+};
+
+TEST_F(copy_faults, out_of_device_memory_in_an_allocation)
+{
+    long before = mock_live("allocations");
+    uct_allocated_memory_t mem;
+    setenv("MOCK_CUDA_FAIL", "cuMemAlloc", 1);
+    EXPECT_NE(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 1 << 20, &mem));
+    EXPECT_NE(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA_MANAGED, 1 << 20, &mem));
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(before, mock_live("allocations"));
+    ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 1 << 20, &mem));
+    EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+    EXPECT_EQ(before, mock_live("allocations"));
+}
+
+TEST_F(copy_faults, stream_and_event_creation_failures)
+{
+    for (const char *call : {"cuStreamCreate", "cuEventCreate"}) {
+        SCOPED_TRACE(call);
+        long streams, events;
+        fresh_iface(&streams, &events);
+        setenv("MOCK_CUDA_FAIL", call, 1);
+        ucs_status_t status = put(65536);
+        if (!strcmp(call, "cuStreamCreate")) {
+            EXPECT_NE(UCS_OK, status);
+        } else {
+            /* a batch that gets no event completes by synchronising its stream: done, not failed */
+            EXPECT_NE(UCS_ERR_TIMED_OUT, status);
+        }
+        unsetenv("MOCK_CUDA_FAIL");
+        EXPECT_EQ(UCS_OK, put(65536)) << "the interface is not usable once the fault is gone";
+        close_iface();
+        EXPECT_EQ(streams, mock_live("streams"));
+        EXPECT_EQ(events, mock_live("events"));
+        open_iface();
+    }
+}
+
+TEST_F(copy_faults, a_failed_copy_is_an_error_and_the_interface_goes_on)
+{
+    long streams, events;
+    fresh_iface(&streams, &events);
+    setenv("MOCK_CUDA_FAIL", "cuMemcpyAsync", 1);
+    EXPECT_NE(UCS_OK, put(65536));
+    EXPECT_NE(UCS_OK, put(8));
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(UCS_OK, put(65536));
+    close_iface();
+    EXPECT_EQ(streams, mock_live("streams"));
+    EXPECT_EQ(events, mock_live("events"));
+    open_iface();
+}

@@ -622,6 +622,51 @@ TEST_F(ipc_transport, after_fork_the_child_fails_cleanly_without_the_parents_ide
     remote_free(rb);
 }
 
+/* Injected faults (mock driver): an error status or error completion, no hang, nothing left behind, and the
+ * interface still usable once the fault is gone. */
+TEST_F(ipc_transport, a_failed_mapping_is_an_error_and_leaves_nothing_behind)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "faults are injected by the mock driver (MOCK_CUDA_FAIL)";
+    }
+    remote_buf rb = remote_alloc(1 << 20, 0, 1);
+    buffer local(buf_kind::cuda0, 1 << 20);
+    long mappings = mock_live("mappings");
+    setenv("MOCK_CUDA_FAIL", "cuIpcOpenMemHandle", 1);
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, zcopy(false, local.ptr(), 1 << 20, rb.addr, rb.rkey.rkey));
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(mappings, mock_live("mappings"));
+    round_trip(local, rb, 1 << 20, 91);
+    remote_free(rb);
+}
+
+TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_error)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "faults are injected by the mock driver (MOCK_CUDA_FAIL)";
+    }
+    const size_t size = 65536, n = 8;
+    remote_buf rb = remote_alloc(size * n, 0, 1);
+    buffer local(buf_kind::cuda0, size * n);
+    long events = mock_live("events");
+    counting_completion comp(n);
+    setenv("MOCK_CUDA_FAIL", "cuMemcpyBatchAsync", 1);
+    for (size_t i = 0; i < n; ++i) {
+        uct_iov_t iov = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * size, rb.rkey.rkey, &comp.comp);
+        if (status != UCS_INPROGRESS) {
+            EXPECT_NE(UCS_OK, status);
+            uct_invoke_completion(&comp.comp, status);
+        }
+    }
+    EXPECT_NE(UCS_OK, wait(&comp.comp));
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_LE(mock_live("events"), events + 64) << "events of the failed batch were not returned";
+    buffer again(buf_kind::cuda0, size);
+    round_trip(again, rb, size, 92);
+    remote_free(rb);
+}
+
 TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
 {
     peer_msg req = {};

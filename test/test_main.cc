@@ -4,6 +4,8 @@
  */
 #include "cux_test.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +36,21 @@ bool using_mock_driver()
 {
     const char *path = getenv(CUX_DRIVER_PATH_ENV);
     return (path != nullptr) && (strstr(path, "mockcuda") != nullptr);
+}
+
+long mock_live(const char *what)
+{
+    if (!using_mock_driver()) {
+        return -1;
+    }
+    /* the loader opened it already: the same handle, without loading it again */
+    void *handle = dlopen(getenv(CUX_DRIVER_PATH_ENV), RTLD_NOW | RTLD_NOLOAD);
+    auto live    = (handle != nullptr) ? (long (*)(const char*))dlsym(handle, "mock_cuda_live") : nullptr;
+    long n       = (live != nullptr) ? live(what) : -1;
+    if (handle != nullptr) {
+        dlclose(handle);
+    }
+    return n;
 }
 
 std::string build_path(const std::string &rel)
