@@ -130,3 +130,15 @@ int cux_device_by_uuid(const CUuuid *uuid)
     }
     return -1;
 }
+
+int cux_device_by_sys_dev(ucs_sys_device_t sys_dev)
+{
+    int i;
+
+    for (i = 0; (sys_dev != UCS_SYS_DEVICE_ID_UNKNOWN) && (i < cux_device_count()); ++i) {
+        if (cux_devices[i].sys_dev == sys_dev) {
+            return i;
+        }
+    }
+    return -1;
+}

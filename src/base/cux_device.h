@@ -33,6 +33,9 @@ ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p);
 /* Ordinal of a device given its UUID, or -1. */
 int cux_device_by_uuid(const CUuuid *uuid);
 
+/* Ordinal of the device at a UCX system device, or -1 (also for UCS_SYS_DEVICE_ID_UNKNOWN). */
+int cux_device_by_sys_dev(ucs_sys_device_t sys_dev);
+
 /* Ordinal of the device of the calling thread's current context (devices are numbered as the driver does),
  * or -1 when the thread has none. */
 int cux_device_current(void);

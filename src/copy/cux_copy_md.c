@@ -164,19 +164,6 @@ static void cux_copy_md_cache_alloc(const cux_copy_memh_t *memh)
     }
 }
 
-/* The ordinal of the GPU at a UCX system device, or -1. */
-static int cux_copy_device_of_sys_dev(ucs_sys_device_t sys_dev)
-{
-    int i;
-
-    for (i = 0; i < cux_device_count(); ++i) {
-        if (cux_device_get(i)->sys_dev == sys_dev) {
-            return i;
-        }
-    }
-    return -1;
-}
-
 static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void **address_p,
                                             ucs_memory_type_t mem_type, ucs_sys_device_t sys_dev, unsigned flags,
                                             const char *alloc_name, uct_mem_h *memh_p)
@@ -205,7 +192,7 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
     }
 
     /* The device asked for (UCX 1.22+), else the caller's current one, else GPU 0. */
-    device = (sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) ? -1 : cux_copy_device_of_sys_dev(sys_dev);
+    device = cux_device_by_sys_dev(sys_dev);
     if (device >= 0) {
         status = cux_device_ctx_enter(device, &guard);
     } else {
