@@ -372,8 +372,10 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     memh->key.length     = info->length;
     memh->key.buffer_id  = info->buffer_id;
     cux_ipc_rkey_seal(&memh->key);
-    if (memh->key.kind == CUX_IPC_KIND_LEGACY) {
-        cux_ipc_memo_store(md, memh); /* a VMM key owns a descriptor: one per registration */
+    /* A VMM key owns a descriptor: one per registration. A NONE key is remembered too, so that a buffer that
+     * cannot be shared costs its two failed exports once, not on every rendezvous. */
+    if (memh->key.kind != CUX_IPC_KIND_VMM_FD) {
+        cux_ipc_memo_store(md, memh);
     }
     return UCS_OK;
 }
