@@ -85,18 +85,33 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
     pthread_mutex_unlock(&cache->lock);
 }
 
-void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
+/* Detach every region, or every region of one process (pid >= 0). */
+static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
 {
-    cux_ipc_region_t *region;
+    cux_ipc_region_t **pp, *region;
     unsigned i;
 
     pthread_mutex_lock(&cache->lock);
     for (i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
-        while ((region = cache->buckets[i]) != NULL) {
-            cux_ipc_cache_detach(cache, region);
+        for (pp = &cache->buckets[i]; (region = *pp) != NULL;) {
+            if ((pid < 0) || (region->pid == pid)) {
+                cux_ipc_cache_detach(cache, region); /* *pp is now the next region */
+            } else {
+                pp = &region->next;
+            }
         }
     }
     pthread_mutex_unlock(&cache->lock);
+}
+
+void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
+{
+    cux_ipc_cache_detach_all(cache, -1);
+}
+
+void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid)
+{
+    cux_ipc_cache_detach_all(cache, pid);
 }
 
 /* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if there were

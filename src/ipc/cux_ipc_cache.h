@@ -66,6 +66,9 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
 /* Unmaps everything unused; mappings in use are detached and unmapped when released. */
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache);
 
+/* The same for the mappings of one process, such as a peer that has exited. */
+void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid);
+
 /* The mapping of a remote allocation on a local device, mapped on a miss; held until cux_ipc_cache_put. */
 ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
                                cux_ipc_region_t **region_p);

@@ -17,6 +17,12 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 
 static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
 {
+    /* A peer that is gone never uses its mappings again: give back the GPU memory they hold now, not when the
+     * cache happens to evict them (mappings still in use go at their last release). */
+    if (ucs_sys_get_proc_create_time(self->remote_pid) != self->keepalive.start_time) {
+        ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->remote_pid);
+        cux_ipc_cache_purge_pid(&cux_ipc_cache, self->remote_pid);
+    }
 }
 
 UCS_CLASS_DEFINE(cux_ipc_ep_t, cux_ep_t)
