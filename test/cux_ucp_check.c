@@ -3,7 +3,8 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_check [--fill-sync] [--peer-errors [--kill-peer]] [--rounds N] [--only I,J,...] [--sweep | SIZE...]
+ *   cux_ucp_check [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] [--only I,J,...]
+ *                 [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -16,7 +17,8 @@
  * first side's endpoint configuration, to show which transports UCP chose in that mode; with --kill-peer the
  * second side then kills itself while the first has a rendezvous send to it outstanding, and that send must
  * end (in an error) instead of hanging. --only runs the cases
- * of those indices (0-based, in the order printed).
+ * of those indices (0-based, in the order printed). --threads N: each process has one UCP worker in
+ * UCS_THREAD_MODE_MULTI and N threads that use it at once, each with buffers and tags of its own.
  *
  * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
@@ -31,6 +33,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +84,7 @@ static const check_case_t check_cases[] = {
 };
 
 #define CHECK_MAX_SIZES 128
+#define CHECK_MAX_THREADS 16
 
 static size_t check_sizes[CHECK_MAX_SIZES] = {8, 65539, 1 << 20, 16 << 20};
 static int    check_num_sizes = 4;
@@ -88,7 +92,9 @@ static int    check_rounds    = 2;
 static int    check_fill_sync = 0;
 static int    check_peer_errors = 0;
 static int    check_kill_peer   = 0;
+static int    check_threads     = 1;
 static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
+static CUcontext check_ctx;               /* made current in every thread */
 
 /* ------------------------------------------------------------------ CUDA, through the global scope */
 
@@ -173,6 +179,7 @@ static int cuda_open(int device)
         fprintf(stderr, "no context on GPU%d\n", device);
         return -1;
     }
+    check_ctx = ctx;
     return 0;
 }
 
@@ -400,8 +407,8 @@ static int sync_step(int fd, int rc)
  * and sends content 2r, and receives 2r+1 back into the same buffer; the second poisons its buffer, receives
  * 2r, checks it, fills 2r+1 and sends it back.
  */
-static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
-                    uint8_t *host, size_t size)
+static int run_rounds(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
+                      uint8_t *host, size_t size, int thread)
 {
     uint8_t *msg               = buf + CHECK_LEAD;
     ucp_request_param_t rparam = {0};
@@ -410,16 +417,16 @@ static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_
     ucp_tag_t tag;
 
     for (r = 0; (r < check_rounds) && (rc == 0); ++r) {
-        tag = ((ucp_tag_t)size << 16) | ((ucp_tag_t)r << 1);
+        tag = ((ucp_tag_t)size << 24) | ((ucp_tag_t)thread << 16) | ((ucp_tag_t)r << 1);
         if (first) {
-            snprintf(what, sizeof(what), "round %d, sent back", r);
+            snprintf(what, sizeof(what), "thread %d, round %d, sent back", thread, r);
             rc = fill_message(mem, msg, host, size, 2 * r) ||
                  ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag, &rparam), "tag send", fd) ||
                  ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag | 1, (ucp_tag_t)-1, &rparam),
                           "tag receive", fd) ||
                  check_buffer(mem, buf, host, size, 2 * r + 1, what);
         } else {
-            snprintf(what, sizeof(what), "round %d, received", r);
+            snprintf(what, sizeof(what), "thread %d, round %d, received", thread, r);
             memset(host, CHECK_POISON, CHECK_LEAD + size + CHECK_GUARD);
             rc = mem_copy(mem, buf, host, CHECK_LEAD + size + CHECK_GUARD) ||
                  ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag, (ucp_tag_t)-1, &rparam),
@@ -429,6 +436,70 @@ static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_
                  ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag | 1, &rparam), "tag send", fd);
         }
         rc = rc ? -1 : 0;
+    }
+    return rc;
+}
+
+static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
+                    uint8_t *host, size_t size)
+{
+    return sync_step(fd, run_rounds(mem, first, worker, ep, fd, buf, host, size, 0));
+}
+
+/* --threads: one thread's share, every size in turn on a buffer of its own. */
+typedef struct {
+    const check_mem_t *mem;
+    int               first, fd, thread, rc;
+    ucp_worker_h      worker;
+    ucp_ep_h          ep;
+    uint8_t           *buf, *host;
+    pthread_t         id;
+} check_thread_t;
+
+static void *run_thread(void *arg)
+{
+    check_thread_t *t = arg;
+    int s;
+
+    t->rc = cu.ctx_set(check_ctx) ? -1 : 0;
+    for (s = 0; (s < check_num_sizes) && (t->rc == 0); ++s) {
+        t->rc = run_rounds(t->mem, t->first, t->worker, t->ep, t->fd, t->buf, t->host, check_sizes[s], t->thread);
+    }
+    return NULL;
+}
+
+/* Every thread runs its sizes against the same worker; the first failure of any ends the case. */
+static int run_threads(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, size_t total)
+{
+    check_thread_t threads[CHECK_MAX_THREADS];
+    int i, started = 0, rc = 0;
+
+    memset(threads, 0, sizeof(threads));
+    for (i = 0; (i < check_threads) && (rc == 0); ++i) {
+        check_thread_t *t = &threads[i];
+        *t = (check_thread_t){.mem = mem, .first = first, .fd = fd, .thread = i, .worker = worker, .ep = ep};
+        t->host = malloc(total);
+        rc      = (t->host == NULL) ? -1 : mem_alloc(mem, total, (void**)&t->buf);
+        if (rc == 0) {
+            memset(t->host, CHECK_POISON, total);
+            rc = mem_copy(mem, t->buf, t->host, total) || mem_check_cache(mem, t->buf, total - CHECK_LEAD - CHECK_GUARD);
+        }
+    }
+    for (i = 0; (i < check_threads) && (rc == 0); ++i, ++started) {
+        if (pthread_create(&threads[i].id, NULL, run_thread, &threads[i]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            rc = -1;
+        }
+    }
+    for (i = 0; i < started; ++i) {
+        pthread_join(threads[i].id, NULL);
+        rc = rc ? rc : threads[i].rc;
+    }
+    for (i = 0; i < check_threads; ++i) {
+        if (threads[i].buf != NULL) {
+            mem_free(mem, threads[i].buf);
+        }
+        free(threads[i].host);
     }
     return sync_step(fd, rc);
 }
@@ -483,7 +554,9 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     size_t max = 0, addr_len, peer_len, total;
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
     ucp_worker_params_t wparams = {.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+                                   .thread_mode = (check_threads > 1) ? UCS_THREAD_MODE_MULTI :
+                                                                        UCS_THREAD_MODE_SINGLE};
+    ucp_worker_attr_t wattr     = {.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE};
     ucp_request_param_t rparam = {0};
     ucp_ep_params_t eparams;
     ucp_context_h context;
@@ -525,6 +598,11 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     if (mem_check_cache(mem, buf, max)) {
         return -1;
     }
+    if ((check_threads > 1) &&
+        ((ucp_worker_query(worker, &wattr) != UCS_OK) || (wattr.thread_mode != UCS_THREAD_MODE_MULTI))) {
+        fprintf(stderr, "the UCP worker is not thread-safe (UCX built without multi-thread support?)\n");
+        return CHECK_SKIP;
+    }
     if (sock_xfer(fd, &addr_len, sizeof(addr_len), 1) || sock_xfer(fd, addr, addr_len, 1) ||
         sock_xfer(fd, &peer_len, sizeof(peer_len), 0) || ((peer_addr = malloc(peer_len)) == NULL) ||
         sock_xfer(fd, peer_addr, peer_len, 0)) {
@@ -545,8 +623,11 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     }
 
     rc = 0;
-    for (s = 0; (s < check_num_sizes) && (rc == 0); ++s) {
+    for (s = 0; (s < check_num_sizes) && (rc == 0) && (check_threads == 1); ++s) {
         rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s]);
+    }
+    if (check_threads > 1) {
+        rc = run_threads(mem, is_sender, worker, ep, fd, total);
     }
     if (check_peer_errors && is_sender) { /* wired up by now */
         ucp_ep_print_info(ep, stdout);
@@ -621,6 +702,8 @@ int main(int argc, char **argv)
             check_kill_peer = check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--peer-errors")) {
             check_peer_errors = 1;
+        } else if (!strcmp(argv[i], "--threads") && (i + 1 < argc)) {
+            check_threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
             check_rounds = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--sweep")) {
@@ -637,16 +720,19 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] "
+                    "[--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }
-    if ((check_rounds < 1) || (check_num_sizes == 0)) {
-        fprintf(stderr, "%s: at least one round and one size\n", argv[0]);
+    if ((check_rounds < 1) || (check_rounds > 16384) || (check_num_sizes == 0) || (check_threads < 1) ||
+        (check_threads > CHECK_MAX_THREADS) || (check_kill_peer && (check_threads > 1))) {
+        fprintf(stderr, "%s: 1 to 16384 rounds, at least one size, 1 to %d threads (one with --kill-peer)\n",
+                argv[0], CHECK_MAX_THREADS);
         return 2;
     }
-    printf("sizes: %d (%zu to %zu bytes), %d round trips each, fills %s\n", check_num_sizes, check_sizes[0],
-           check_sizes[check_num_sizes - 1], check_rounds,
+    printf("sizes: %d (%zu to %zu bytes), %d round trips each%s, fills %s\n", check_num_sizes, check_sizes[0],
+           check_sizes[check_num_sizes - 1], check_rounds, (check_threads > 1) ? " in every thread" : "",
            check_fill_sync ? "followed by cuCtxSynchronize" : "by plain synchronous cuMemcpy");
     for (i = 0; i < (int)(sizeof(check_cases) / sizeof(check_cases[0])); ++i) {
         const check_case_t *c = &check_cases[i];

@@ -21,6 +21,11 @@
  * MOCK_CUDA_MODE=nosetflags hides cuCtxSetFlags (a 12.0 driver). MOCK_CUDA_EVENT_ERROR makes every
  * cuEventQuery fail with CUDA_ERROR_ILLEGAL_ADDRESS.
  *
+ * Asynchronous copies: with MOCK_CUDA_ASYNC=1 a copy on a stream (cuMemcpyAsync, cuMemcpyBatchAsync) is only
+ * queued; it is done when an event recorded after it completes, or at cuStreamSynchronize, cuStreamQuery,
+ * cuCtxSynchronize, cuLaunchHostFunc or cuStreamDestroy. A queued copy whose memory was freed or unmapped before
+ * it ran fails its stream with CUDA_ERROR_ILLEGAL_ADDRESS instead of writing.
+ *
  * DMA-BUF: cuMemGetHandleForAddressRange checks the range as the driver documents it (page-aligned, device
  * memory of one allocation) and returns a memfd of the range's size, so a test can check the size with
  * lseek(SEEK_END) as it would on a real dma-buf. MOCK_CUDA_NO_DMABUF=1: devices do not support dma-buf.
@@ -30,6 +35,7 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -77,12 +83,32 @@ typedef struct {
 
 #define MOCK_IPC_MAGIC 0x4b434f4d
 
+/* A context is shared by threads, as the driver's are: its flags and peers are read and written atomically. */
 struct CUctx_st    { int device; unsigned flags; unsigned peers; };
-struct CUstream_st { int device; };
-struct CUevent_st  { int pending; };
+
+/* A copy issued on a stream with MOCK_CUDA_ASYNC=1: done when an event recorded after it completes. */
+typedef struct mock_copy {
+    struct mock_copy   *next;
+    uintptr_t          dst, src;
+    size_t             size;
+    unsigned long long dst_id, src_id; /* the allocations at issue time, 0 for untracked memory */
+    unsigned long      seq;
+} mock_copy_t;
+
+struct CUstream_st {
+    int                device;
+    pthread_mutex_t    lock;
+    mock_copy_t        *head, **tail; /* copies not done yet, oldest first */
+    unsigned long      issued;        /* copies issued so far: the sequence of the last one */
+    CUresult           error;         /* sticky: a copy whose memory had gone */
+    int                destroyed;
+    struct CUstream_st *all_next;     /* every stream ever created, so that events never dangle */
+};
+struct CUevent_st  { int pending; CUstream stream; unsigned long seq; };
 
 static mock_alloc_t mock_allocs[MOCK_MAX_ALLOCS];
 static void mock_late_drop(uintptr_t start, size_t size);
+static CUresult mock_ctx_streams_run(int device);
 static struct CUctx_st mock_ctx[16];
 static __thread CUcontext mock_current;
 static __thread CUcontext mock_stack[16];
@@ -266,7 +292,7 @@ static CUresult mock_sync_copy(CUdeviceptr dst, CUdeviceptr src, size_t n)
     d                  = mock_find(dst);
     sa                 = mock_find(src);
     sync_memops        = ((d != NULL) && d->sync_memops) ||
-                         ((mock_current != NULL) && (mock_current->flags & CU_CTX_SYNC_MEMOPS));
+                         ((mock_current != NULL) && (__atomic_load_n(&mock_current->flags, __ATOMIC_RELAXED) & CU_CTX_SYNC_MEMOPS));
     pageable_to_device = (sa == NULL) && (d != NULL) && !d->host_pinned;
     pthread_mutex_unlock(&mock_lock);
     if (!pageable_to_device || sync_memops || (n <= eager) || ((late != NULL) && !strcmp(late, "0"))) {
@@ -358,8 +384,15 @@ static CUresult m_cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
     return CUDA_SUCCESS;
 }
 
+static CUresult mock_injected(const char *name, CUresult error);
+
 static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
+    CUresult res = mock_injected("cuDevicePrimaryCtxRetain", CUDA_ERROR_OUT_OF_MEMORY);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
     mock_ctx[d].device = d; /* its flags and peers stay as they are: one primary context per device */
     *c = &mock_ctx[d];
     return CUDA_SUCCESS;
@@ -390,7 +423,7 @@ static CUresult m_cuCtxGetFlags(unsigned *flags)
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    *flags = mock_current->flags;
+    *flags = __atomic_load_n(&mock_current->flags, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
 
@@ -399,7 +432,7 @@ static CUresult m_cuCtxSetFlags(unsigned flags)
     if (mock_current == NULL) {
         return CUDA_ERROR_INVALID_CONTEXT;
     }
-    mock_current->flags = flags;
+    __atomic_store_n(&mock_current->flags, flags, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
 
@@ -409,7 +442,7 @@ static CUresult m_cuCtxSynchronize(void)
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     mock_late_land();
-    return CUDA_SUCCESS;
+    return mock_ctx_streams_run(mock_current->device);
 }
 
 static CUresult m_cuCtxGetDevice(CUdevice *d)
@@ -422,9 +455,9 @@ static CUresult m_cuCtxGetDevice(CUdevice *d)
 }
 
 /*
- * Fault injection: MOCK_CUDA_FAIL="NAME[:AFTER[:COUNT]]" makes entry point NAME (cuMemAlloc, cuStreamCreate,
- * cuEventCreate, cuMemcpyAsync, cuMemcpyBatchAsync, cuIpcOpenMemHandle) fail after AFTER more successful calls
- * (default 0), COUNT times (default: every call). Read at each call, so a test can set and unset it between
+ * Fault injection: MOCK_CUDA_FAIL="NAME[:AFTER[:COUNT]]" makes entry point NAME (cuDevicePrimaryCtxRetain,
+ * cuMemAlloc, cuStreamCreate, cuEventCreate, cuMemcpyAsync, cuMemcpyBatchAsync, cuIpcOpenMemHandle) fail after
+ * AFTER more successful calls (default 0), COUNT times (default: every call). Read at each call, so a test can set and unset it between
  * operations; the calls are counted from the first one that sees the current value.
  */
 static CUresult mock_injected(const char *name, CUresult error)
@@ -474,6 +507,88 @@ long mock_cuda_live(const char *what)
     return n;
 }
 
+static CUstream mock_all_streams;
+
+/* Runs the copies of a stream issued up to sequence upto (all of them: ULONG_MAX); returns its sticky error. A
+ * copy whose tracked memory was freed (or unmapped) since it was issued is not done: the stream fails, as a
+ * device would on an unmapped address, so a transport that unmaps under copies in flight is caught. */
+static CUresult mock_stream_run(CUstream s, unsigned long upto)
+{
+    mock_copy_t *c;
+    mock_alloc_t *d, *sa;
+    int gone;
+
+    pthread_mutex_lock(&s->lock);
+    while (((c = s->head) != NULL) && (c->seq <= upto)) {
+        s->head = c->next;
+        if (s->head == NULL) {
+            s->tail = &s->head;
+        }
+        pthread_mutex_lock(&mock_lock);
+        d    = c->dst_id ? mock_find(c->dst) : NULL;
+        sa   = c->src_id ? mock_find(c->src) : NULL;
+        gone = (c->dst_id && ((d == NULL) || (d->id != c->dst_id))) ||
+               (c->src_id && ((sa == NULL) || (sa->id != c->src_id)));
+        pthread_mutex_unlock(&mock_lock);
+        if (gone) {
+            fprintf(stderr, "mock cuda: an asynchronous copy of %zu bytes found its memory gone\n", c->size);
+            s->error = CUDA_ERROR_ILLEGAL_ADDRESS;
+        } else if (s->error == CUDA_SUCCESS) {
+            memmove((void*)c->dst, (void*)c->src, c->size);
+        }
+        free(c);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return s->error;
+}
+
+/* cuCtxSynchronize: every stream of the device; the first sticky error. */
+static CUresult mock_ctx_streams_run(int device)
+{
+    CUresult res = CUDA_SUCCESS, r;
+    CUstream s;
+
+    pthread_mutex_lock(&mock_lock);
+    s = mock_all_streams;
+    pthread_mutex_unlock(&mock_lock);
+    for (; s != NULL; s = s->all_next) { /* only ever prepended to: the list from s on is fixed */
+        if (!s->destroyed && (s->device == device) && ((r = mock_stream_run(s, ULONG_MAX)) != CUDA_SUCCESS)) {
+            res = (res == CUDA_SUCCESS) ? r : res;
+        }
+    }
+    return res;
+}
+
+/* Issue a copy on a stream: done now, or queued with MOCK_CUDA_ASYNC=1. */
+static CUresult mock_stream_copy(CUstream s, CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    const char *async = getenv("MOCK_CUDA_ASYNC");
+    mock_alloc_t *a;
+    mock_copy_t *c;
+
+    if ((async == NULL) || strcmp(async, "1")) {
+        memmove((void*)dst, (void*)src, n);
+        return CUDA_SUCCESS;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->dst  = dst;
+    c->src  = src;
+    c->size = n;
+    pthread_mutex_lock(&mock_lock);
+    c->dst_id = ((a = mock_find(dst)) != NULL) ? a->id : 0;
+    c->src_id = ((a = mock_find(src)) != NULL) ? a->id : 0;
+    pthread_mutex_unlock(&mock_lock);
+    pthread_mutex_lock(&s->lock);
+    c->seq   = ++s->issued;
+    *s->tail = c;
+    s->tail  = &c->next;
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
 static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 {
     CUresult res = mock_injected("cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY);
@@ -486,23 +601,35 @@ static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
     }
     *s = calloc(1, sizeof(**s));
     (*s)->device = mock_current_device();
+    (*s)->tail   = &(*s)->head;
+    pthread_mutex_init(&(*s)->lock, NULL);
+    pthread_mutex_lock(&mock_lock);
+    (*s)->all_next   = mock_all_streams;
+    mock_all_streams = *s;
+    pthread_mutex_unlock(&mock_lock);
     __atomic_add_fetch(&mock_live_streams, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
+/* Like the driver, work still queued completes; the stream's memory is kept for events recorded on it. */
 static CUresult m_cuStreamDestroy(CUstream s)
 {
+    (void)mock_stream_run(s, ULONG_MAX);
+    s->destroyed = 1;
     __atomic_sub_fetch(&mock_live_streams, 1, __ATOMIC_RELAXED);
-    free(s);
     return CUDA_SUCCESS;
 }
 static CUresult m_cuStreamSynchronize(CUstream s)
 {
     if (s == NULL) {
         mock_late_land(); /* the legacy stream: ordered after synchronous copies */
+        return CUDA_SUCCESS;
     }
-    return CUDA_SUCCESS;
+    return mock_stream_run(s, ULONG_MAX);
 }
-static CUresult m_cuStreamQuery(CUstream s) { return CUDA_SUCCESS; }
+static CUresult m_cuStreamQuery(CUstream s)
+{
+    return (s == NULL) ? CUDA_SUCCESS : mock_stream_run(s, ULONG_MAX);
+}
 
 static CUresult m_cuEventCreate(CUevent *e, unsigned flags)
 {
@@ -528,6 +655,12 @@ static CUresult m_cuEventDestroy(CUevent e)
 static CUresult m_cuEventRecord(CUevent e, CUstream s)
 {
     e->pending = mock_event_delay();
+    e->stream  = s;
+    if (s != NULL) {
+        pthread_mutex_lock(&s->lock);
+        e->seq = s->issued;
+        pthread_mutex_unlock(&s->lock);
+    }
     return CUDA_SUCCESS;
 }
 
@@ -540,12 +673,13 @@ static CUresult m_cuEventQuery(CUevent e)
         --e->pending;
         return CUDA_ERROR_NOT_READY;
     }
-    return CUDA_SUCCESS;
+    return (e->stream != NULL) ? mock_stream_run(e->stream, e->seq) : CUDA_SUCCESS;
 }
 
 static CUresult m_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
 {
-    fn(arg); /* every earlier copy already ran */
+    (void)mock_stream_run(s, ULONG_MAX); /* every earlier copy has run when the function does */
+    fn(arg);
     return CUDA_SUCCESS;
 }
 
@@ -575,8 +709,7 @@ static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
     if (!dst || !src || mock_straddles_pinned(dst, n) || mock_straddles_pinned(src, n)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    memmove((void*)dst, (void*)src, n);
-    return CUDA_SUCCESS;
+    return mock_stream_copy(s, dst, src, n);
 }
 
 static CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
@@ -676,19 +809,19 @@ static CUresult m_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
         return CUDA_ERROR_INVALID_CONTEXT;
     } else if ((mock_current == peer) || (peer == NULL)) {
         return CUDA_ERROR_INVALID_DEVICE;
-    } else if (mock_current->peers & (1u << peer->device)) {
+    } else if (__atomic_fetch_or(&mock_current->peers, 1u << peer->device, __ATOMIC_RELAXED) &
+               (1u << peer->device)) {
         return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     }
-    mock_current->peers |= 1u << peer->device;
     return CUDA_SUCCESS;
 }
 
 static CUresult m_cuCtxDisablePeerAccess(CUcontext peer)
 {
-    if ((mock_current == NULL) || (peer == NULL) || !(mock_current->peers & (1u << peer->device))) {
+    if ((mock_current == NULL) || (peer == NULL) ||
+        !(__atomic_fetch_and(&mock_current->peers, ~(1u << peer->device), __ATOMIC_RELAXED) & (1u << peer->device))) {
         return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
     }
-    mock_current->peers &= ~(1u << peer->device);
     return CUDA_SUCCESS;
 }
 

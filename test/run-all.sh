@@ -30,17 +30,22 @@ fi
 make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 make -j"$(nproc)" check TESTS= >make-check.log 2>&1 || { tail -n 40 make-check.log; exit 1; }
 
-# The same tree with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer, for run-tests.sh's
-# sanitizer suites (CUX_NO_SANITIZERS=1 leaves them out).
-if [ "${CUX_NO_SANITIZERS:-0}" != 1 ]; then
-    san_flags="-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-    mkdir -p "$top/build-asan"
-    (cd "$top/build-asan" &&
+# The same tree with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer, and again with
+# ThreadSanitizer, for run-tests.sh's sanitizer suites (CUX_NO_SANITIZERS=1 leaves them out).
+sanitizer_build() { # directory, compiler and linker flags
+    local dir=$top/$1 flags=$2 ldflags=$3
+    mkdir -p "$dir"
+    (cd "$dir" &&
         { [ -f Makefile ] && [ ../configure -ot Makefile ] && [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" = "$UCX_SRC" ] ||
-          ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" CFLAGS="$san_flags" CXXFLAGS="$san_flags" \
-              LDFLAGS="-fsanitize=address,undefined" >configure.log 2>&1; } &&
+          ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" CFLAGS="$flags" CXXFLAGS="$flags" \
+              LDFLAGS="$ldflags" >configure.log 2>&1; } &&
         make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" check TESTS= >make-check.log 2>&1) ||
-        { echo "run-all: the sanitizer build failed (see build-asan/*.log)"; exit 1; }
-    export CUX_SANITIZER_BUILDDIR="$top/build-asan"
+        { echo "run-all: the sanitizer build in $1 failed (see $1/*.log)"; exit 1; }
+}
+if [ "${CUX_NO_SANITIZERS:-0}" != 1 ]; then
+    sanitizer_build build-asan "-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+        "-fsanitize=address,undefined"
+    sanitizer_build build-tsan "-g -O1 -fsanitize=thread" "-fsanitize=thread"
+    export CUX_SANITIZER_BUILDDIR="$top/build-asan" CUX_TSAN_BUILDDIR="$top/build-tsan"
 fi
 exec ../test/run-tests.sh

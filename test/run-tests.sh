@@ -9,7 +9,8 @@
 #      parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
 #   3. with CUX_SANITIZER_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
-#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer.
+#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TSAN_BUILDDIR the threaded tests
+#      under ThreadSanitizer.
 # Logs go to test/logs/. Exit status is non-zero when anything failed.
 set -u
 builddir=${CUX_BUILDDIR:-$PWD}
@@ -37,7 +38,7 @@ run_suite() {
     fi
     # Count from the XML report: every testcase is run, skipped or failed.
     local t f s
-    t=$(grep -c '<testcase ' "$xml")
+    t=$(grep '<testcase ' "$xml" | grep -vc 'status="notrun"') # DISABLED_ tests run only in a child process
     f=$(grep -c '<failure' "$xml")
     s=$(grep -c '<skipped' "$xml")
     # a test with several failed assertions has several <failure> elements: count tests, not assertions
@@ -54,8 +55,10 @@ run_suite() {
 # On a GPU host (CUX_TEST_REQUIRE_GPU=1) a missing device fails the GPU tests instead of skipping them.
 run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_REQUIRE_GPU=1}
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
-    run_suite mock-driver CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
-        GTEST_FILTER='copy*:ipc*:parity*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock CUX_TEST_REQUIRE_GPU=1
+    # copies are asynchronous, done only when an event after them completes (MOCK_CUDA_ASYNC)
+    run_suite mock-driver CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 \
+        GTEST_FILTER='copy*:ipc*:threads*:soak*:parity*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock \
+        CUX_TEST_REQUIRE_GPU=1
     # one visible GPU takes its own fast path for short copies
     run_suite mock-driver-1gpu CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
         GTEST_FILTER='copy*:ipc_transport.*:parity.*' CUX_TEST_SUITE=mock1 CUX_TEST_REQUIRE_GPU=1
@@ -86,6 +89,20 @@ if [ -n "$san" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         GTEST_FILTER='ipc_rkey.*:ipc_cache.*:driver_loader.*:registration.component*:registration.md_config*:registration.bad*'
     run_suite sanitizers-mock $san_env CUX_DRIVER_PATH="$san/test/.libs/libmockcuda.so" CUX_TEST_SUITE=asanmock \
         CUX_TEST_REQUIRE_GPU=1 GTEST_FILTER='ipc*:parity*:copy_dmabuf.*:copy.md*:copy.bad*'
+    unset suite_bin
+fi
+
+# ThreadSanitizer (test/run-all.sh builds it in build-tsan): threads with workers of their own sharing the memory
+# domains and the mapping cache, and one UCP worker shared by threads. A report fails the suite (exit code 66).
+tsan=${CUX_TSAN_BUILDDIR:-}
+if [ -n "$tsan" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
+    suite_bin="$tsan/test/cux_gtest"
+    # UCX's memory hooks (libucm) catch the madvise of a thread's exit after ThreadSanitizer has let the thread
+    # go, and crash there: they are off in this suite
+    run_suite sanitizers-thread TSAN_OPTIONS="halt_on_error=0 exitcode=66" CUX_TEST_SUITE=tsan \
+        UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no \
+        CUX_DRIVER_PATH="$tsan/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 CUX_TEST_REQUIRE_GPU=1 \
+        GTEST_FILTER='threads*:ipc_transport.threads*:stock_perftest.ucp_data_check_with_threads*'
     unset suite_bin
 fi
 

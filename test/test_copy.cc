@@ -678,3 +678,37 @@ TEST_F(copy_faults, a_failed_copy_is_an_error_and_the_interface_goes_on)
     EXPECT_EQ(events, mock_live("events"));
     open_iface();
 }
+
+/* A context, once retained, is kept for the life of the process, so a failure to create one is tested in a
+ * fresh copy of this program (the DISABLED_ test below, run by name) in which every retain fails until the test
+ * lifts the fault: opening and querying the interface still work (its link measurement falls back), an
+ * allocation fails with an error, and afterwards everything works. */
+TEST_F(copy_faults, a_context_that_cannot_be_created_is_an_error_until_it_can)
+{
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ASSERT_GT(len, 0);
+    self[len] = '\0';
+    command_result r = run_command("MOCK_CUDA_FAIL=cuDevicePrimaryCtxRetain " + std::string(self) +
+                                   " --gtest_also_run_disabled_tests"
+                                   " --gtest_filter=copy_faults.DISABLED_in_a_fresh_process_contexts_fail_until_the_driver_can");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("[  PASSED  ] 1 test")) << r.output;
+}
+
+TEST_F(copy_faults, DISABLED_in_a_fresh_process_contexts_fail_until_the_driver_can)
+{
+    long allocations = mock_live("allocations"), streams, events;
+    uct_allocated_memory_t mem;
+    EXPECT_NE(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 1 << 20, &mem)) << "no context, yet memory came";
+    EXPECT_EQ(allocations, mock_live("allocations"));
+    unsetenv("MOCK_CUDA_FAIL");
+    ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 1 << 20, &mem)) << "no context once the driver can";
+    EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+    fresh_iface(&streams, &events);
+    EXPECT_EQ(UCS_OK, put(65536));
+    close_iface();
+    EXPECT_EQ(streams, mock_live("streams"));
+    EXPECT_EQ(events, mock_live("events"));
+    open_iface();
+}

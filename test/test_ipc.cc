@@ -2,8 +2,7 @@
  * cuda_ipc: remote-key format and validation, the mapping cache's logic (both without a GPU), and transfers
  * between two processes (real GPUs, or the mock driver whose device memory is shared through memfd).
  */
-#include "cux_test.h"
-#include "ipc_peer.h"
+#include "ipc_transport.h"
 
 #include <cstring>
 #include <memory>
@@ -184,6 +183,22 @@ TEST_F(ipc_cache, stale_mapping_in_use_is_closed_when_released)
     cux_ipc_cache_put(&m_cache, r);
 }
 
+TEST_F(ipc_cache, purging_one_process_keeps_the_others_and_waits_for_mappings_in_use)
+{
+    cux_ipc_region_t *in_use = get(key(1, 0x1000, 1));
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x2000, 2)));
+    cux_ipc_cache_put(&m_cache, get(key(2, 0x1000, 1)));
+    EXPECT_EQ(3, m_drv.mapped);
+    cux_ipc_cache_purge_pid(&m_cache, 1);
+    EXPECT_EQ(2, m_drv.mapped) << "process 1's unused mapping was kept, or one in use was unmapped";
+    EXPECT_EQ(1ul, m_cache.num_regions);
+    cux_ipc_cache_put(&m_cache, in_use);
+    EXPECT_EQ(1, m_drv.mapped) << "process 1's mapping in use was not unmapped at its release";
+    cux_ipc_region_t *other = get(key(2, 0x1000, 1));
+    EXPECT_EQ(3, m_drv.opens) << "process 2's mapping was not kept";
+    cux_ipc_cache_put(&m_cache, other);
+}
+
 TEST_F(ipc_cache, lru_bound_on_regions)
 {
     cux_ipc_cache_configure(&m_cache, 1, 8, SIZE_MAX);
@@ -287,123 +302,6 @@ TEST_F(ipc_cache, map_failure_is_reported_and_retried_after_freeing_unused)
 }
 
 /* ---------------------------------------------------------------- two processes */
-
-class ipc_transport : public transport_test {
-protected:
-    ipc_transport() : transport_test("cuda_ipc", "cuda_ipc", false) {}
-
-    void SetUp() override
-    {
-        transport_test::SetUp();
-        if (IsSkipped() || HasFatalFailure()) {
-            return;
-        }
-        start_peer();
-    }
-
-    void TearDown() override
-    {
-        destroy_ep();
-        m_peer.reset();
-        transport_test::TearDown();
-    }
-
-    void start_peer(const char *visible_devices = nullptr)
-    {
-        destroy_ep();
-        m_peer.reset(new ipc_peer(visible_devices));
-        peer_msg hello;
-        ASSERT_TRUE(m_peer->alive());
-        hello = m_peer->greeting();
-        ASSERT_EQ(0, hello.status) << "peer did not start";
-        ASSERT_EQ(peer_op::hello, hello.op);
-        uct_ep_params_t params = {};
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = m_iface;
-        params.dev_addr   = (uct_device_addr_t*)hello.blob;
-        params.iface_addr = (uct_iface_addr_t*)(hello.blob + hello.a);
-        ASSERT_TRUE(uct_iface_is_reachable(m_iface, params.dev_addr, params.iface_addr));
-        ASSERT_EQ(UCS_OK, uct_ep_create(&params, &m_ep));
-    }
-
-    void destroy_ep()
-    {
-        if (m_ep != nullptr) {
-            uct_ep_destroy(m_ep);
-            m_ep = nullptr;
-        }
-    }
-
-    struct remote_buf {
-        uint64_t          addr;
-        uct_rkey_bundle_t rkey;
-    };
-
-    remote_buf remote_alloc(size_t size, int device, uint64_t seed, uint64_t kind = alloc_legacy)
-    {
-        peer_msg req = {};
-        remote_buf rb = {};
-        req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed; req.d = kind;
-        peer_msg reply = m_peer->call(req);
-        EXPECT_EQ(UCS_OK, reply.status) << "peer could not allocate " << size << " bytes on device " << device;
-        if (reply.status == UCS_OK) {
-            rb.addr = reply.a;
-            EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
-        }
-        return rb;
-    }
-
-    void remote_free(remote_buf &rb)
-    {
-        peer_msg req = {};
-        req.op = peer_op::free; req.a = rb.addr;
-        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
-        uct_rkey_release(m_component, &rb.rkey);
-    }
-
-    int32_t remote(peer_op op, uint64_t addr, size_t size, uint64_t seed)
-    {
-        peer_msg req = {};
-        req.op = op; req.a = addr; req.b = size; req.c = seed;
-        return m_peer->call(req).status;
-    }
-
-    ucs_status_t zcopy(bool put, void *local, size_t size, uint64_t raddr, uct_rkey_t rkey)
-    {
-        uct_iov_t iov = {local, size, UCT_MEM_HANDLE_NULL, 0, 1};
-        counting_completion comp;
-        ucs_status_t status = put ? uct_ep_put_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp) :
-                                    uct_ep_get_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp);
-        return (status == UCS_INPROGRESS) ? wait(&comp.comp) : status;
-    }
-
-    /* put our data (seed) into the remote buffer and check it there; then get the peer's data (seed + 1) back */
-    void round_trip(buffer &local, const remote_buf &rb, size_t size, uint64_t seed)
-    {
-        local.write(pattern(seed, size));
-        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, seed)) << "put data mismatch";
-        local.write(std::vector<uint8_t>(size, 0xa5));
-        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, seed + 1));
-        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_TRUE(local.read() == pattern(seed + 1, size)) << "get data mismatch";
-    }
-
-    struct counters {
-        unsigned long regions, hits, misses, stale, evictions;
-        size_t        size;
-    };
-
-    counters cache()
-    {
-        counters c;
-        cux_ipc_cache_counters(&c.regions, &c.size, &c.hits, &c.misses, &c.stale, &c.evictions);
-        return c;
-    }
-
-    std::unique_ptr<ipc_peer> m_peer;
-};
 
 TEST_F(ipc_transport, put_and_get_between_processes)
 {
@@ -938,11 +836,14 @@ TEST_F(ipc_transport, odd_configuration_values_are_clamped)
     remote_free(rb);
 }
 
-/* A peer killed with copies in flight: the copies complete (the mapping keeps the memory), nothing hangs, and
- * ep_check reports the endpoint to the interface's error handler, which is how UCP learns to fail it. */
+/* A peer killed with copies in flight: the copies complete (the mapping keeps the memory), nothing hangs,
+ * ep_check reports the endpoint to the interface's error handler, which is how UCP learns to fail it, and
+ * destroying the endpoint gives the dead peer's mappings back. On the mock the copies really are in flight
+ * (MOCK_CUDA_ASYNC: done only when their events complete). */
 TEST_F(ipc_transport, killed_peer_is_reported_by_ep_check)
 {
     const size_t chunk = 65536, count = 8;
+    const long mappings_before = mock_live("mappings");
     buffer local(buf_kind::cuda0, chunk * count);
     remote_buf rb = remote_alloc(chunk * count, 0, 9);
     ASSERT_NE(0u, rb.addr);
@@ -951,12 +852,19 @@ TEST_F(ipc_transport, killed_peer_is_reported_by_ep_check)
     uct_worker_progress(m_worker);
     EXPECT_TRUE(m_ep_errors.empty()) << "a live peer was reported";
 
+    if (using_mock_driver()) {
+        setenv("MOCK_CUDA_ASYNC", "1", 1);
+    }
     counting_completion ops(count);
     for (size_t i = 0; i < count; ++i) {
         uct_iov_t iov = {(char*)local.ptr() + i * chunk, chunk, UCT_MEM_HANDLE_NULL, 0, 1};
         ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * chunk, rb.rkey.rkey, &ops.comp);
         ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_OK)) << ucs_status_string(status);
         ops.comp.count -= (status == UCS_OK);
+    }
+    if (using_mock_driver()) {
+        EXPECT_EQ(int(count), ops.comp.count) << "no copy was still in flight";
+        EXPECT_EQ(mappings_before + 1, mock_live("mappings"));
     }
     m_peer->stop(); /* exits now, copies still in flight */
 
@@ -970,10 +878,16 @@ TEST_F(ipc_transport, killed_peer_is_reported_by_ep_check)
     if (ops.comp.count > 0) {
         EXPECT_NE(UCS_ERR_TIMED_OUT, wait(&ops.comp)) << "copies in flight never completed";
     }
+    EXPECT_EQ(0, ops.comp.count);
     counting_completion flushed;
     ucs_status_t status = uct_iface_flush(m_iface, 0, &flushed.comp);
     EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? wait(&flushed.comp) : status);
+    unsetenv("MOCK_CUDA_ASYNC");
     uct_rkey_release(m_component, &rb.rkey);
+    destroy_ep();
+    if (using_mock_driver()) {
+        EXPECT_EQ(mappings_before, mock_live("mappings")) << "the dead peer's mapping was kept";
+    }
 }
 
 /* UCP invalidates a failed rendezvous's send buffer before giving it back: the invalidation completes (the

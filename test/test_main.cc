@@ -164,9 +164,21 @@ std::vector<uint8_t> random_bytes(size_t size)
     return data;
 }
 
+/* A stream of each thread's own for raw_copy, destroyed when the thread ends. */
+struct raw_copy_stream {
+    CUstream stream = nullptr;
+    ~raw_copy_stream()
+    {
+        if (stream != nullptr) {
+            cux_drv.cuStreamDestroy(stream);
+        }
+    }
+};
+
 void raw_copy(void *dst, const void *src, size_t size)
 {
-    static CUstream stream = nullptr;
+    static thread_local raw_copy_stream own;
+    CUstream &stream = own.stream;
 
     in_device_ctx(0, [&] {
         CUresult res = CUDA_SUCCESS;

@@ -213,6 +213,16 @@ TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
     EXPECT_NE(std::string::npos, r.output.find("2 passed, 0 failed")) << r.output;
 }
 
+/* One UCP worker in UCS_THREAD_MODE_MULTI shared by four threads in each process, each thread with buffers and
+ * tags of its own, every transfer data-checked: the module under UCP's worker lock from many threads. */
+TEST_F(stock_perftest, ucp_data_check_with_threads_sharing_one_worker)
+{
+    command_result r = ucp_check("CUX_MEMTYPE=query", "--threads 4 --only 0,2,3 8 65539 1048576");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("not thread-safe")) << r.output;
+}
+
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
 TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {

@@ -1,0 +1,135 @@
+/*
+ * The cuda_ipc fixture: a transport opened through libuct and a peer process (test/ipc_peer.h) that allocates,
+ * exports, fills and checks GPU buffers on request; an endpoint to it.
+ */
+#ifndef CUX_IPC_TRANSPORT_H_
+#define CUX_IPC_TRANSPORT_H_
+
+#include "cux_test.h"
+#include "ipc_peer.h"
+
+#include <memory>
+
+namespace cux_test {
+
+class ipc_transport : public transport_test {
+protected:
+    ipc_transport() : transport_test("cuda_ipc", "cuda_ipc", false) {}
+
+    void SetUp() override
+    {
+        transport_test::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        start_peer();
+    }
+
+    void TearDown() override
+    {
+        destroy_ep();
+        m_peer.reset();
+        transport_test::TearDown();
+    }
+
+    void start_peer(const char *visible_devices = nullptr)
+    {
+        destroy_ep();
+        m_peer.reset(new ipc_peer(visible_devices));
+        ASSERT_TRUE(m_peer->alive());
+        peer_msg &hello = m_hello;
+        hello = m_peer->greeting();
+        ASSERT_EQ(0, hello.status) << "peer did not start";
+        ASSERT_EQ(peer_op::hello, hello.op);
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = m_iface;
+        params.dev_addr   = (uct_device_addr_t*)hello.blob;
+        params.iface_addr = (uct_iface_addr_t*)(hello.blob + hello.a);
+        ASSERT_TRUE(uct_iface_is_reachable(m_iface, params.dev_addr, params.iface_addr));
+        ASSERT_EQ(UCS_OK, uct_ep_create(&params, &m_ep));
+    }
+
+    void destroy_ep()
+    {
+        if (m_ep != nullptr) {
+            uct_ep_destroy(m_ep);
+            m_ep = nullptr;
+        }
+    }
+
+    struct remote_buf {
+        uint64_t          addr;
+        uct_rkey_bundle_t rkey;
+    };
+
+    remote_buf remote_alloc(size_t size, int device, uint64_t seed, uint64_t kind = alloc_legacy)
+    {
+        peer_msg req = {};
+        remote_buf rb = {};
+        req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed; req.d = kind;
+        peer_msg reply = m_peer->call(req);
+        EXPECT_EQ(UCS_OK, reply.status) << "peer could not allocate " << size << " bytes on device " << device;
+        if (reply.status == UCS_OK) {
+            rb.addr = reply.a;
+            EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
+        }
+        return rb;
+    }
+
+    void remote_free(remote_buf &rb)
+    {
+        peer_msg req = {};
+        req.op = peer_op::free; req.a = rb.addr;
+        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
+        uct_rkey_release(m_component, &rb.rkey);
+    }
+
+    int32_t remote(peer_op op, uint64_t addr, size_t size, uint64_t seed)
+    {
+        peer_msg req = {};
+        req.op = op; req.a = addr; req.b = size; req.c = seed;
+        return m_peer->call(req).status;
+    }
+
+    ucs_status_t zcopy(bool put, void *local, size_t size, uint64_t raddr, uct_rkey_t rkey)
+    {
+        uct_iov_t iov = {local, size, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t status = put ? uct_ep_put_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp) :
+                                    uct_ep_get_zcopy(m_ep, &iov, 1, raddr, rkey, &comp.comp);
+        return (status == UCS_INPROGRESS) ? wait(&comp.comp) : status;
+    }
+
+    /* put our data (seed) into the remote buffer and check it there; then get the peer's data (seed + 1) back */
+    void round_trip(buffer &local, const remote_buf &rb, size_t size, uint64_t seed)
+    {
+        local.write(pattern(seed, size));
+        ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, seed)) << "put data mismatch";
+        local.write(std::vector<uint8_t>(size, 0xa5));
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, seed + 1));
+        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+        EXPECT_TRUE(local.read() == pattern(seed + 1, size)) << "get data mismatch";
+    }
+
+    struct counters {
+        unsigned long regions, hits, misses, stale, evictions;
+        size_t        size;
+    };
+
+    counters cache()
+    {
+        counters c;
+        cux_ipc_cache_counters(&c.regions, &c.size, &c.hits, &c.misses, &c.stale, &c.evictions);
+        return c;
+    }
+
+    std::unique_ptr<ipc_peer> m_peer;
+    peer_msg                  m_hello = {}; /* the peer's device and interface addresses */
+};
+
+} // namespace cux_test
+
+#endif
