@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds test/fuzz/fuzz_ipc_key with clang (libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) against a
+# Builds test/fuzz/fuzz_ipc_key.c into BUILDDIR/test/fuzz-run with clang (libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) against a
 # configured and built tree, and runs it for CUX_FUZZ_SECONDS (default 60) from the committed seeds plus
 # seeds of this host. Prints one line: "fuzz: N executions in S s, F findings" and exits 0, 1 on a finding,
 # or 77 when clang's libFuzzer is not installed (contrib/install-deps.sh installs it).
@@ -9,7 +9,7 @@ set -u
 builddir=$(cd "${1:-${CUX_BUILDDIR:-$PWD}}" && pwd)
 top=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${CUX_FUZZ_SECONDS:-60}
-work="$builddir/test/fuzz"
+work="$builddir/test/fuzz-run" # not test/fuzz: make dist would take what is there for the sources
 logs="$builddir/test/logs"
 mkdir -p "$work/corpus" "$logs"
 
