@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds test/fuzz/fuzz_ipc_key.c into BUILDDIR/test/fuzz-run with clang (libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) against a
-# configured and built tree, and runs it for CUX_FUZZ_SECONDS (default 60) from the committed seeds plus
-# seeds of this host. Prints one line: "fuzz: N executions in S s, F findings" and exits 0, 1 on a finding,
+# Builds test/fuzz/fuzz_ipc_key.c into BUILDDIR/test/fuzz-run with clang (libFuzzer, AddressSanitizer,
+# UndefinedBehaviorSanitizer) against a configured and built tree, and runs it for CUX_FUZZ_SECONDS (default
+# 60) from the committed seeds plus seeds of this host. Prints one line: "fuzz: N executions in S s, F findings" and exits 0, 1 on a finding,
 # or 77 when clang's libFuzzer is not installed (contrib/install-deps.sh installs it).
 #
 #   test/run-fuzz.sh [BUILDDIR]
