@@ -94,12 +94,8 @@ void ipc_peer::stop()
     }
 }
 
-} // namespace cux_test
-
-using namespace cux_test;
-
 /* Allocate device memory of a kind on a device; size is rounded up for cuMemCreate. */
-static CUresult peer_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
+CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
 {
     CUmemGenericAllocationHandle handle;
     CUmemAllocationProp prop = {};
@@ -142,7 +138,7 @@ static CUresult peer_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr 
     return res;
 }
 
-static CUresult peer_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
+CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
 {
     CUcontext ctx, prev;
     CUresult res;
@@ -160,6 +156,10 @@ static CUresult peer_free(int device, uint64_t kind, CUdeviceptr dptr, size_t si
     cux_drv.cuCtxPopCurrent(&prev);
     return res;
 }
+
+} // namespace cux_test
+
+using namespace cux_test;
 
 /* Peer side: serve requests until told to exit or the connection closes. */
 int ipc_peer_main(int fd)
@@ -229,7 +229,7 @@ int ipc_peer_main(int fd)
                 size_t size = msg.a;
                 CUdeviceptr dptr;
                 uct_mem_h memh;
-                CUresult res = peer_alloc((int)msg.b, msg.d, &size, &dptr);
+                CUresult res = ipc_alloc((int)msg.b, msg.d, &size, &dptr);
                 if (res != CUDA_SUCCESS) {
                     reply.status = UCS_ERR_NO_MEMORY;
                     break;
@@ -256,7 +256,7 @@ int ipc_peer_main(int fd)
                 if (it->second.memh != nullptr) {
                     uct_md_mem_dereg(md, it->second.memh);
                 }
-                reply.status = (peer_free(it->second.device, it->second.kind, it->first, it->second.size) ==
+                reply.status = (ipc_free(it->second.device, it->second.kind, it->first, it->second.size) ==
                                 CUDA_SUCCESS) ? UCS_OK : UCS_ERR_IO_ERROR;
                 buffers.erase(it);
                 break;

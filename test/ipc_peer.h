@@ -6,6 +6,7 @@
 #define CUX_IPC_PEER_H_
 
 #include <cstdint>
+#include <cuda.h>
 #include <sys/types.h>
 
 namespace cux_test {
@@ -25,6 +26,10 @@ struct peer_msg {
 };
 
 bool peer_send(int fd, const peer_msg &msg);
+
+/* Device memory of a kind on a device, as the peer allocates it (size rounded up for cuMemCreate), and its free. */
+CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr);
+CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size);
 bool peer_recv(int fd, peer_msg &msg);
 
 /* Parent side: a running peer process. */

@@ -485,8 +485,10 @@ static CUresult mock_injected(const char *name, CUresult error)
 }
 
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
- * (device and managed memory) or "mappings" (imported IPC memory). */
+ * (device and managed memory) or "mappings" (imported IPC memory); and "failed exports", the export calls
+ * that failed so far. */
 static long mock_live_streams, mock_live_events;
+static long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 
 long mock_cuda_live(const char *what)
 {
@@ -497,6 +499,8 @@ long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_live_streams, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "events")) {
         return __atomic_load_n(&mock_live_events, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "failed exports")) {
+        return __atomic_load_n(&mock_failed_exports, __ATOMIC_RELAXED);
     }
     imported = !strcmp(what, "mappings");
     pthread_mutex_lock(&mock_lock);
@@ -825,6 +829,8 @@ static CUresult m_cuCtxDisablePeerAccess(CUcontext peer)
     return CUDA_SUCCESS;
 }
 
+static mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h);
+
 static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     mock_alloc_t *a;
@@ -854,6 +860,14 @@ static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
             break;
         case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
             *(unsigned*)data[i] = a && a->sync_memops;
+            break;
+        case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: /* a bool, as the driver writes it */
+            *(uint8_t*)data[i] = a && (a->fd >= 0) && !a->imported && !a->pool && !a->vmm && !a->host_pinned;
+            break;
+        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+            *(unsigned long long*)data[i] = (a && a->vmm && mock_vmm_get(a->handle) &&
+                                             mock_vmm_get(a->handle)->exportable) ?
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
             break;
         default:
             break;
@@ -894,6 +908,7 @@ static CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
     a = mock_find(p);
     if ((a == NULL) || (a->start != p) || (a->fd < 0) || a->imported || a->pool || fstat(a->fd, &st)) {
         pthread_mutex_unlock(&mock_lock);
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_INVALID_VALUE;
     }
     memset(handle, 0, sizeof(*handle));
@@ -1101,6 +1116,7 @@ static CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocation
     mock_vmm_t *v = mock_vmm_get(h);
 
     if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_NOT_PERMITTED;
     }
     *(int*)out = fcntl(v->fd, F_DUPFD_CLOEXEC, 0);

@@ -656,6 +656,30 @@ TEST_F(ipc_transport, vmm_memory_without_a_shareable_handle_registers_with_a_key
     EXPECT_EQ(UCS_OK, m_peer->call(req).status);
 }
 
+/* Memory that cannot be shared is recognised by asking the driver, not by export calls that fail: an application
+ * run under compute-sanitizer would see each failure as an error. */
+TEST_F(ipc_transport, memory_that_cannot_be_shared_is_recognised_without_a_failing_export_call)
+{
+    for (uint64_t kind : {alloc_vmm_private, alloc_vmm_fd, alloc_legacy}) {
+        SCOPED_TRACE("allocation kind " + std::to_string(kind));
+        size_t size = 2 << 20;
+        CUdeviceptr dptr;
+        ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, kind, &size, &dptr));
+        long failed_before = mock_live("failed exports");
+        uct_mem_h memh;
+        std::vector<uint8_t> packed(4096);
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+        cux_ipc_rkey_t key;
+        memcpy(&key, packed.data(), sizeof(key));
+        EXPECT_EQ((kind == alloc_vmm_private) ? CUX_IPC_KIND_NONE :
+                  (kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD : CUX_IPC_KIND_LEGACY, key.kind);
+        EXPECT_EQ(failed_before, mock_live("failed exports")) << "an export call failed";
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+        EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, kind, dptr, size));
+    }
+}
+
 TEST_F(ipc_transport, host_memory_is_not_registered)
 {
     std::vector<char> host(4096);

@@ -114,8 +114,13 @@ ucs_status_t cux_device_ctx(int ordinal, CUcontext *ctx_p)
 
 int cux_device_current(void)
 {
+    CUcontext ctx = NULL;
     CUdevice cu_dev;
 
+    /* cuCtxGetDevice without a current context is an error (and one in compute-sanitizer's report): ask first */
+    if ((cux_drv.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) || (ctx == NULL)) {
+        return -1;
+    }
     return (cux_drv.cuCtxGetDevice(&cu_dev) == CUDA_SUCCESS) ? (int)cu_dev : -1;
 }
 

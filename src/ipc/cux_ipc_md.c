@@ -293,6 +293,28 @@ static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p, struct stat *st
     return UCS_OK;
 }
 
+/*
+ * What the driver says an allocation can be exported as, asked instead of provoked by export calls that fail
+ * (each failure is an error in compute-sanitizer's report of the application). Both are tried when the driver
+ * cannot say. The two attributes are booleans and bit masks of driver-chosen width: zeroed 64-bit values hold
+ * either.
+ */
+static void cux_ipc_export_kinds(const cux_ptr_info_t *info, int *legacy_p, int *vmm_fd_p)
+{
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES};
+    uint64_t legacy = 0, handle_types = 0;
+    void *data[]    = {&legacy, &handle_types};
+
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 2, attrs, data,
+                     (CUdeviceptr)(uintptr_t)info->base) != UCS_OK) {
+        *legacy_p = *vmm_fd_p = 1;
+        return;
+    }
+    *legacy_p = (legacy != 0);
+    *vmm_fd_p = !!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
+
 static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
 {
     return &md->memo[((uintptr_t)base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
@@ -329,7 +351,7 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
 {
     cux_ctx_guard_t guard;
     ucs_status_t status;
-    int export_fd = -1;
+    int export_fd = -1, legacy, vmm_fd;
     struct stat st;
 
     if (cux_ipc_memo_find(md, info, memh)) {
@@ -340,13 +362,15 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     if (status != UCS_OK) {
         return status;
     }
+    cux_ipc_export_kinds(info, &legacy, &vmm_fd);
     memh->key.kind      = CUX_IPC_KIND_LEGACY;
     memh->key.export_fd = -1;
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
+    status = !legacy ? UCS_ERR_UNSUPPORTED :
+             CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
                           (CUdeviceptr)(uintptr_t)info->base);
     if (status != UCS_OK) {
         /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
-        status = cux_ipc_export_vmm(info->base, &export_fd, &st);
+        status = !vmm_fd ? UCS_ERR_UNSUPPORTED : cux_ipc_export_vmm(info->base, &export_fd, &st);
         memh->key.kind      = CUX_IPC_KIND_VMM_FD;
         memh->key.export_fd = export_fd;
         if (status == UCS_OK) {
