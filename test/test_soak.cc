@@ -235,9 +235,10 @@ TEST_F(ipc_transport, soak_many_operations_over_many_peer_buffers_hold_nothing_m
     op_window window(64);
     const unsigned long working = std::max(1ul, nbufs / 8);
 
-    auto run = [&](unsigned long count) {
+    auto run = [&](unsigned long count, bool warm_up) {
         for (unsigned long n = 0; n < count; ++n) {
-            remote_buf &rb        = rbs[(n / 50 + n % working) % nbufs];
+            /* the warm-up visits every buffer (every device) once, in order */
+            remote_buf &rb        = rbs[warm_up ? (n % nbufs) : ((n / 50 + n % working) % nbufs)];
             uct_completion_t *cmp = window.get(m_worker);
             uct_iov_t iov         = {(char*)local.ptr() + (n % 64) * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
             ucs_status_t status   = (n % 2) ? uct_ep_get_zcopy(m_ep, &iov, 1, rb.addr, rb.rkey.rkey, cmp) :
@@ -247,10 +248,10 @@ TEST_F(ipc_transport, soak_many_operations_over_many_peer_buffers_hold_nothing_m
         window.drain(m_worker);
     };
 
-    run(nbufs * 2);
+    run(nbufs * 2, true);
     holdings start = holdings::now(m_iface);
     counters c0    = cache();
-    run(total);
+    run(total, false);
     holdings end = holdings::now(m_iface);
     counters c1  = cache();
     printf("cuda_ipc soak, %lu operations over %lu peer buffers (cache bound %lu):\n  start: %s\n  end:   %s\n"
