@@ -29,6 +29,7 @@ MB = 1 << 20
 KB = 1 << 10
 COPY_TLS = "self,sm,cuda_copy"
 IPC_TLS = "self,sm,cuda_copy,cuda_ipc"
+TCP_TLS = "self,tcp,cuda_copy"  # shared memory off, as between two hosts without RDMA
 
 # name, test, size, memory types, iterations, warm-up, UCX_TLS, CUDA_VISIBLE_DEVICES of (server, client) or
 # None for all GPUs (ucx_perftest then puts the server on GPU0 and the client on GPU1).
@@ -66,6 +67,23 @@ CASE_SETS = {
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
         ("tag_bw cuda 1MB GPU0->GPU1", "tag_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
         ("tag_lat host->cuda 8B GPU0<->GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 1)),
+    ],
+    # Issue 12, on UCX 1.22: the two-GPU placement is the headline (host<->GPU with the processes on GPU0 and
+    # GPU1), the one-GPU placement its own rows, and a run with shared memory off (as between hosts without RDMA).
+    "v122": [
+        ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
+    ] + IPC_BW_CASES + [
+        ("ucp_put_bw cuda 1MB GPU0->GPU1", "ucp_put_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+        ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+        ("tag_bw host->cuda 16MB GPU0,GPU1", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 1)),
+        ("tag_bw cuda->host 16MB GPU0,GPU1", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 1)),
+        ("tag_lat host->cuda 8B GPU0,GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 1)),
+        ("tcp: tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 40, 4, TCP_TLS, (0, 1)),
+        ("tcp: tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 5000, 500, TCP_TLS, (0, 1)),
+        ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
+        ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
     ],
     # A stock UCX with the module preloaded: both transports, and what GPU-memory detection costs host buffers.
     "stock": [
@@ -108,11 +126,18 @@ def pinned(cmd, cpu):
     return (["taskset", "-c", str(cpu)] + cmd) if cpu is not None and shutil.which("taskset") else cmd
 
 
-def run_case(prefix, case, timeout, cpus, extra_env):
+def protocol_lines(text):
+    """The protocol tables UCX prints with UCX_PROTO_INFO=y (1.16+): their border and row lines."""
+    return [line.rstrip() for line in text.splitlines() if re.match(r"^\s*[|+]", line) or "ucp_context" in line]
+
+
+def run_case(prefix, case, timeout, cpus, extra_env, proto_info=False):
     name, test, size, mem, iters, warmup, tls, gpus = case
     perftest = os.path.join(prefix, "bin", "ucx_perftest")
     port = str(free_port())
     base_env = dict(os.environ, UCX_TLS=tls, **extra_env)
+    if proto_info:
+        base_env["UCX_PROTO_INFO"] = "y"
     server_env, client_env = dict(base_env), dict(base_env)
     if gpus is not None:
         server_env["CUDA_VISIBLE_DEVICES"] = str(gpus[0])
@@ -135,20 +160,21 @@ def run_case(prefix, case, timeout, cpus, extra_env):
         server.wait()
     server_out = server.stdout.read()
     final = [line for line in out.splitlines() if line.startswith("Final:")]
+    protocols = {"client": protocol_lines(out), "server": protocol_lines(server_out)}
     if rc != 0 or not final:
-        return None, " ".join(cmd) + "\n" + out[-3000:] + "\n--- server ---\n" + server_out[-2000:]
+        return None, " ".join(cmd) + "\n" + out[-3000:] + "\n--- server ---\n" + server_out[-2000:], protocols
     f = final[-1].split()
     # Final: iters p50_lat avg_lat overall_lat avg_bw overall_bw avg_rate overall_rate
     if is_latency(test):
         value = float(f[3])
     else:
         value = float(f[6]) * MB / 1e9
-    return value, final[-1]
+    return value, final[-1], protocols
 
 
 def plot_bandwidth(cases, modules, results, skipped, path, env):
     """PNG of tag_bw GPU-to-GPU bandwidth against size, median with min-max bars, one line per module."""
-    series = [c for c in cases if c[1] == "tag_bw" and c[3] == "cuda" and not skipped[c[0]]]
+    series = [c for c in cases if c[1] == "tag_bw" and c[3] == "cuda" and c[6] == IPC_TLS and not skipped[c[0]]]
     if len(series) < 2:
         return None
     try:
@@ -183,6 +209,22 @@ def plot_bandwidth(cases, modules, results, skipped, path, env):
     return path
 
 
+def write_protocols(path, cases, modules, proto, env):
+    """protocols.md: per case and module, the protocol tables of both processes (UCX_PROTO_INFO=y)."""
+    out = ["# Protocols UCP chose (UCX_PROTO_INFO=y, first repeat)", "", "- core: %(ucx)s" % env, ""]
+    for case in cases:
+        for mname, _ in modules:
+            p = proto.get((case[0], mname))
+            if p is None:
+                continue
+            out += ["## %s, %s" % (case[0], mname), ""]
+            for side in ("client", "server"):
+                out += ["%s (%s):" % (side, "no protocol lines" if not p[side] else "%d lines" % len(p[side])),
+                        "```"] + p[side] + ["```", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 def environment():
     def sh(cmd):
         try:
@@ -208,6 +250,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
     ap.add_argument("--cpus", default="1,3", help="cores for server,client ('' for no binding)")
+    ap.add_argument("--proto-info", action="store_true",
+                    help="run the first repeat with UCX_PROTO_INFO=y and write the protocols UCP chose to "
+                         "protocols.md (UCX 1.16 and later)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -227,6 +272,7 @@ def main():
     cases = [case for name in args.cases.split(",") for case in CASE_SETS[name]]
 
     results = {}  # (case name, module name) -> [values]
+    proto = {}    # (case name, module name) -> {"client": [lines], "server": [lines]}
     errors = []
     rows = []
     skipped = {case[0]: not_supported(case[1], ucx_version) for case in cases}
@@ -238,7 +284,10 @@ def main():
             for mname, mpath in order:
                 if mpath != "-":
                     install_module(mpath, moddir)
-                value, detail = run_case(args.prefix, case, args.timeout, cpus, module_env[mname])
+                value, detail, protocols = run_case(args.prefix, case, args.timeout, cpus, module_env[mname],
+                                                    proto_info=args.proto_info and rep == 0)
+                if args.proto_info and rep == 0:
+                    proto[(case[0], mname)] = protocols
                 print("repeat %d %-28s %-10s %s" % (rep, case[0], mname,
                                                     "FAILED" if value is None else "%.3f" % value), flush=True)
                 if value is None:
@@ -292,6 +341,9 @@ def main():
     plot = plot_bandwidth(cases, modules, results, skipped, os.path.join(args.out, "bandwidth.png"), env)
     if plot:
         lines += ["", "Bandwidth against message size (GPU0->GPU1, tag_bw): `%s`" % os.path.basename(plot)]
+    if proto:
+        write_protocols(os.path.join(args.out, "protocols.md"), cases, modules, proto, env)
+        lines += ["", "The protocols UCP chose in each case, for each module: `protocols.md`"]
     if errors:
         lines += ["", "## Failed runs", ""] + ["```\n%s\n```" % e for e in errors]
     with open(os.path.join(args.out, "perftest.md"), "w") as f:
