@@ -77,9 +77,16 @@ CASE_SETS = {
         ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
         ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
         ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
-        ("tag_bw host->cuda 16MB GPU0,GPU1", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 1)),
-        ("tag_bw cuda->host 16MB GPU0,GPU1", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 1)),
-        ("tag_lat host->cuda 8B GPU0,GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 1)),
+        # users name both transports; UCP 1.22 then stages host data through GPU memory
+        ("tag_bw host->cuda 16MB GPU0,GPU1", "tag_bw", 16 * MB, "host,cuda", 40, 4, IPC_TLS, (0, 1)),
+        ("tag_bw cuda->host 16MB GPU0,GPU1", "tag_bw", 16 * MB, "cuda,host", 40, 4, IPC_TLS, (0, 1)),
+        ("tag_lat host->cuda 8B GPU0,GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, IPC_TLS, (0, 1)),
+        ("cuda_copy only: tag_bw host->cuda 16MB GPU0,GPU1", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS,
+         (0, 1)),
+        ("cuda_copy only: tag_bw cuda->host 16MB GPU0,GPU1", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS,
+         (0, 1)),
+        ("cuda_copy only: tag_lat host->cuda 8B GPU0,GPU1", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS,
+         (0, 1)),
         ("tcp: tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 40, 4, TCP_TLS, (0, 1)),
         ("tcp: tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 5000, 500, TCP_TLS, (0, 1)),
         ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
@@ -127,8 +134,14 @@ def pinned(cmd, cpu):
 
 
 def protocol_lines(text):
-    """The protocol tables UCX prints with UCX_PROTO_INFO=y (1.16+): their border and row lines."""
-    return [line.rstrip() for line in text.splitlines() if re.match(r"^\s*[|+]", line) or "ucp_context" in line]
+    """The protocol tables UCX prints with UCX_PROTO_INFO=y (1.16+): log lines ("[time] [host:pid:thread] ")
+    that hold a table's border or row, without that prefix (ucx_perftest's own result table has none)."""
+    lines = []
+    for line in text.splitlines():
+        body = re.sub(r"^(\[[^\]]*\]\s*)+", "", line)
+        if body != line and re.match(r"^[|+]", body):
+            lines.append(body.rstrip())
+    return lines
 
 
 def run_case(prefix, case, timeout, cpus, extra_env, proto_info=False):
