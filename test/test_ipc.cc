@@ -785,7 +785,8 @@ TEST_F(ipc_transport, peer_that_exited_gives_errors_not_hangs)
 }
 
 /* An asynchronous error (here injected: every event query fails, as after a faulting kernel) reaches every copy
- * of a batch, not only the first; a flush issued with them completes once; the interface stays usable. */
+ * of a batch, not only the first; a flush issued with them completes once; the interface stays usable; events,
+ * streams and mappings are back to their counts once it is closed. */
 TEST_F(ipc_transport, asynchronous_error_reaches_every_copy_of_a_batch)
 {
     if (!using_mock_driver()) {
@@ -793,6 +794,8 @@ TEST_F(ipc_transport, asynchronous_error_reaches_every_copy_of_a_batch)
     }
     const size_t chunk = 4096, count = 8;
     destroy_ep();
+    close_iface();
+    const long events = mock_live("events"), streams = mock_live("streams"), mappings = mock_live("mappings");
     open_iface({{"MAX_BATCH", "16"}});
     start_peer();
     buffer local(buf_kind::cuda0, chunk * count);
@@ -820,6 +823,13 @@ TEST_F(ipc_transport, asynchronous_error_reaches_every_copy_of_a_batch)
     EXPECT_EQ(1, flushed.done);
     EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), chunk, rb.addr, rb.rkey.rkey)) << "the interface is still usable";
     remote_free(rb);
+    destroy_ep();
+    close_iface();
+    cux_ipc_cache_purge(&cux_ipc_cache); /* the process-wide cache keeps mappings for the next interface */
+    EXPECT_EQ(events, mock_live("events"));
+    EXPECT_EQ(streams, mock_live("streams"));
+    EXPECT_EQ(mappings, mock_live("mappings"));
+    open_iface();
 }
 
 /* Odd values are clamped with a warning, and the interface works with what it took. */
