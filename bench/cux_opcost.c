@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-operation costs of the plugin's building blocks, in one process, to find where the time of small and
  * mid-size transfers goes (issue #5) before changing anything:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Compare CUDA transport modules with two-process ucx_perftest runs on one UCX build.
 
 Each module file is put in turn into the UCX module directory (as libuct_cuda.so.0), so both run on the same

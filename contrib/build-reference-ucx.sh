@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the reference UCX for GPU work: UCX from Debian's source package (configure already generated, see
 # contrib/prepare-ucx-src.sh), with CUDA, into PREFIX. Only the libraries, ucx_info and ucx_perftest are
 # built (the test applications do not build with gcc 13), with -Wno-error for gcc 13. UCX's own CUDA module

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 10, item 4, on a GPU host: the GPU suites under compute-sanitizer, a soak, and the threaded tests on real
 # GPUs, in a plugin build that contrib/gpu-host-ucx-versions.sh has made (its set-up's build directory):
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Data integrity on a GPU host (issue 9), after contrib/gpu-host-verify.sh (which builds the reference UCX with
 # CUDA, builds and tests the plugin, and installs our module into that UCX in place of UCX's own):
 #

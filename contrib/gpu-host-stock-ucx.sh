@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 4 on a GPU host: Debian 12's own UCX binary packages (1.13.1, built without CUDA), unpacked beside the
 # host's system, with our module and perftest allocator preloaded through ucx-cuda-run. Nothing of UCX is
 # rebuilt: the module was built on Debian against the same packages (contrib/prepare-gpu-carry.sh).

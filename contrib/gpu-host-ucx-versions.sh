@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The module with UCX releases other than the reference 1.13.1, on a GPU host (issue 11). Each set-up builds
 # the plugin from its dist tarball against an installed UCX and checks it the way users of that UCX run it:
 #

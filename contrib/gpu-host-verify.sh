@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # End-to-end verification on a GPU host, in one go: reference UCX with CUDA (built, or unpacked from an
 # earlier run), googletest, the plugin built from its dist tarball against that UCX, the gtest suites on the
 # real GPUs, ucx_info with our module installed, and the ucx_perftest comparison with UCX's own module.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs everything needed to build and test the plugin on Debian/Ubuntu, from the distribution's own
 # packages, and fetches the source of exactly the installed libucx-dev version (for UCT's internal headers).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Prepares ./gpu-carry for contrib/gpu-host-verify.sh on a GPU host that has no libtoolize and no package
 # registry: the plugin's dist tarball, the UCX source of the installed version with configure generated, and
 # googletest's sources (built there). Run from a configured build directory's source tree after

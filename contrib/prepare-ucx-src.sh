@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Packs a UCX source tree with its build system generated (autogen.sh needs libtoolize, which the GPU host
 # lacks), for contrib/build-reference-ucx.sh on another machine.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Set up, build, install, and show the CUDA transports (README, quick start step 1).
 #
 #   contrib/quickstart.sh                # system UCX (/usr), dependencies from the distribution's packages

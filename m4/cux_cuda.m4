@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 # CUX_CHECK_CUDA: CUDA driver API headers only. The driver itself is loaded at run time.
 AC_DEFUN([CUX_CHECK_CUDA], [
 AC_ARG_WITH([cuda],

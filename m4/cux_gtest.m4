@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 # CUX_CHECK_GTEST: googletest for `make check`. Debian's libgtest-dev ships libgtest.a and the headers.
 AC_DEFUN([CUX_CHECK_GTEST], [
 AC_LANG_PUSH([C++])

@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 # CUX_CHECK_UCX: find the installed UCX, the source tree of the same version (UCT's internal headers are not
 # installed), check that both versions match, reproduce the installed UCX's build defines (they change struct
 # layouts) and derive the module directory the installed UCX searches.

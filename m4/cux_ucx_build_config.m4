@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 # The installed UCX's build defines and generated headers, with or without its ucx_info.
 #
 # UCX's internal headers change with the defines of the build they belong to (ENABLE_STATS adds fields to

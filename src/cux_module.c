@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Module registration: one constructor that first checks that the UCX in this process is the version the
  * module was built for, and only then hands the components, their configuration tables and transports to

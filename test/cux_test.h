@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Shared helpers of the gtest suites: paths set by the build, the plugin's internals the tests look at,
  * and a UCT fixture that opens the cuda_copy transport through the real libuct.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cux_ucp_check: data-checking UCP transfers between two processes, for every kind of GPU memory a program
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not

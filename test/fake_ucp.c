@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stand-in libucp.so.0 of another UCX version (FAKE_UCX_VERSION, "MAJOR.MINOR", default 1.99), for the
  * loader test of a module preloaded before UCP is loaded: test_loader.cc puts it beside links to the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cuda_ipc tests' peer process and its connection: see ipc_peer.h.
  */

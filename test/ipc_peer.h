@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The other process of the cuda_ipc tests: a copy of the test binary started with --ipc-peer FD, which
  * allocates, exports, fills, checks and frees GPU buffers on request over a socket pair.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The cuda_ipc fixture: a transport opened through libuct and a peer process (test/ipc_peer.h) that allocates,
  * exports, fills and checks GPU buffers on request; an endpoint to it.

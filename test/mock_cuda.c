@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stand-in for libcuda.so.1 so that CI, which has no GPU, runs the transport's whole data path through the
  * real libuct: "device memory" is host memory the mock tracks, copies are memcpy, events become ready after

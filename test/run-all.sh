@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The one command that runs every test from a fresh checkout: installs the dependencies (Debian/Ubuntu
 # packages and the matching UCX source), generates and configures the build in ./build, builds, and runs all
 # suites. Ends with the line "N passed, N failed, N skipped"; exits non-zero on any failure.

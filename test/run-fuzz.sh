@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds test/fuzz/fuzz_ipc_key.c into BUILDDIR/test/fuzz-run with clang (libFuzzer, AddressSanitizer,
 # UndefinedBehaviorSanitizer) against a configured and built tree, and runs it for CUX_FUZZ_SECONDS (default
 # 60) from the committed seeds plus seeds of this host. Prints one line: "fuzz: N executions in S s, F findings" and exits 0, 1 on a finding,

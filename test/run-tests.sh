@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the gtest suites of a configured and built tree and prints one line: N passed, N failed, N skipped.
 #
 #   1. against the system's libcuda.so.1: loader, registration and configure tests always run; the copy

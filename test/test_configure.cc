@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * configure: the version check against the UCX source tree and the reproduced build defines.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_copy data path through libuct: put/get short and zcopy in every direction, memory-type detection,
  * allocation, completion machinery (flush, pending, event arming) and bounded resources. Runs on a real GPU,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc: remote-key format and validation, the mapping cache's logic (both without a GPU), and transfers
  * between two processes (real GPUs, or the mock driver whose device memory is shared through memfd).

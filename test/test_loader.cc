@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Run-time driver loading: each case runs the test binary with --probe-driver in a child process, against
  * no driver, the mock driver and its failure modes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test entry point and shared helpers. With --probe-driver the binary only loads the driver and prints what
  * happened: the loader tests run it as a child process so that each case sees a fresh, once-only load.

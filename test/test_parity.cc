@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What UCX's own module gives applications without being asked, and ours must give too (README, "Parity with
  * UCX's own module"): a buffer filled by a plain synchronous copy can be sent at once, whichever way the module

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stock UCX without CUDA (issue #4): the distribution's own ucx_perftest, and our data-checking UCP program,
  * moving GPU buffers through ucx-cuda-run, which preloads the module and the perftest CUDA allocator, with GPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registration through the real libuct: the component, its transport and configuration tables, seen by
  * this process and by the installed UCX's own ucx_info with the module preloaded.

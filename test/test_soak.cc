@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Soak: many operations over many buffers on cuda_copy and cuda_ipc, with what the process holds measured at
  * the start and at the end: the interfaces' events and streams, the mapping cache, open file descriptors, the

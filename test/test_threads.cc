@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Threads: several threads, each with a worker and interfaces of its own, share one memory domain, the device
  * table and the process-wide mapping cache, as the threads of an application with a UCP worker each do. Every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pretends to be a UCP program of the UCX version in PROBE_UCX_VERSION ("MAJOR.MINOR"): the module's
  * constructor finds this ucp_get_version (the program exports its symbols). Prints how many of the module's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An interface's per-device resources, created on first use: the device's primary context, an event pool
  * and a number of stream queues whose meaning the transport decides (copy directions for cuda_copy, peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Process-wide CUDA device table: see cux_device.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Process-wide table of CUDA devices: ordinal, UUID, UCX system device, and the primary context (retained on
  * first use). Everything that issues driver work for a buffer does it in that buffer's device context.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-context CUDA event pool: see cux_event_pool.h.
  */

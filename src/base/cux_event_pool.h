@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Per-context pool of CUDA events (created without timing, which makes record and query cheaper). Events
  * are created on demand and recycled, so their number is bounded by the peak of operations in flight.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Base class of the CUDA interfaces: see cux_iface.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Base class of the CUDA interfaces: the async engine, per-device resources, the performance figures
  * reported to UCP, and the operations that are the same for every transport (flush, progress, event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Copy performance of the links between host memory and the GPUs, measured once per process per link, on
  * first use: what the transports report to UCP when their BW and LAT are "auto", instead of guessed figures.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pointer attribute queries: see cux_ptr.h.
  */

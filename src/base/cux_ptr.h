@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the driver knows about an address: memory type, owning device, allocation range and buffer id.
  * One cuPointerGetAttributes() call; never fails for plain host memory (it is reported as host).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Synchronous memory operations: see cux_sync_memops.h.
  */

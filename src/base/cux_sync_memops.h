@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Synchronous memory operations on the GPU memory UCX moves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.13 (Debian 12): the oldest release, and the base of the others: each later header includes the one
  * before it and redefines only what its release changed. Included by cux_ucx_compat.h only.

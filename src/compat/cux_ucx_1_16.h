@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.16 (Ubuntu 24.04): what changed since 1.13. The md query fills uct_md_attr_v2_t, where invalidation is
  * declared per access kind and registrations UCP may cache are listed; memory attributes have a DMA-BUF

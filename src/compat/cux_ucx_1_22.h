@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.22: what changed since 1.16. The md query starts from UCX's defaults (uct_md_base_md_query: the
  * attribute structure grew fields such as gva_mem_types), and a transport that moves host memory lists it as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * DMA-BUF descriptors for GPU memory: see cux_copy_dmabuf.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * DMA-BUF descriptors for GPU memory (UCX 1.16 and later ask the memory query for one): with it UCX's
  * InfiniBand transports register GPU memory through the kernel's dma-buf interface instead of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_copy endpoint operations (the endpoint itself is cux_ep_t): put/get short (synchronous) and zcopy
  * (asynchronous, completed through progress).

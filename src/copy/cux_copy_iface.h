@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_copy interface: copies between host and GPU memory, or between GPUs, inside one process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_copy memory domain (component "cuda_cpy"): detects and queries CUDA memory, allocates device and
  * managed memory, and registers host memory by pinning it so that copies to and from it run as DMA.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Mapping cache for cuda_ipc: see cux_ipc_cache.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Process-wide cache of mappings of other processes' GPU allocations.
  *

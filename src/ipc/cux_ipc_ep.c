@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc endpoint: see cux_ipc_ep.h.
  */

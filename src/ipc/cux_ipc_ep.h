@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc endpoint: put/get zero-copy between this process's GPU memory and the peer process's, through a
  * cached mapping of the remote allocation. The endpoint knows its peer's pid and start time, so a peer that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc interface: put/get zero-copy between this process's GPU memory and another
  * process's, through a cached mapping of the remote allocation. Per local device there is one stream queue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc memory domain (component "cuda_ipc"): registers GPU memory by exporting a legacy IPC handle of its
  * allocation, packs it into a remote key with what the importer needs to check it, and holds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc remote key: everything an importing process needs to map a GPU allocation of the exporting
  * process, and to check that the key is intact, current and meant for this host.

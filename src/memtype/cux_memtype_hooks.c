@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libcux_memtype.so: GPU allocations reported to UCX's memory-type cache, for a UCX built without CUDA.
  *

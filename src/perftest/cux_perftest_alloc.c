@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA memory for a stock ucx_perftest (built without CUDA): preloaded, this library fills the cuda and
  * cuda-managed slots of the program's ucx_perf_mem_type_allocators table, so `-m cuda` works with the UCX of

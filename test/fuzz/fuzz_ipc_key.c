@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libFuzzer target for what a peer sends to cuda_ipc: remote keys and interface/device addresses.
  *

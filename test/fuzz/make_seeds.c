@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Seeds for fuzz_ipc_key that only this host can make: keys and addresses carrying its system id and PID
  * namespace, so that the fuzzer starts from inputs that pass the first checks. Writes one file per seed into
