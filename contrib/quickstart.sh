@@ -29,7 +29,9 @@ echo "installed $module"
 preload=""
 if ! UCX_MODULES=^cuda "$prefix/bin/ucx_info" -b | grep -q 'uct_MODULES.*:cuda'; then
     preload=$module
-    echo "this UCX does not load a cuda module by itself: run programs with $(sed -n 's/^bindir = //p' Makefile)/ucx-cuda-run"
+    # bindir as make expands it (the Makefile holds "${exec_prefix}/bin")
+    bindir=$(printf 'cux-print-bindir:\n\t@echo $(bindir)\n' | make -s --no-print-directory -f Makefile -f - cux-print-bindir | tail -n 1)
+    echo "this UCX does not load a cuda module by itself: run programs with $bindir/ucx-cuda-run"
     echo "(or set LD_PRELOAD=$module and UCX_MEMTYPE_CACHE=n)"
 fi
 
