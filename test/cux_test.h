@@ -41,6 +41,11 @@ bool using_mock_driver();
 /* Live objects of the mock driver ("streams", "events", "allocations", "mappings"); -1 with another driver. */
 long mock_live(const char *what);
 
+/* A directory (test/fake-ucx-lib-NAME) with links to this UCX's libucs, libuct and libucm and a libucp of
+ * another version (test/fake_ucp.c: FAKE_UCX_VERSION, default 1.99): with LD_LIBRARY_PATH on it, a process runs
+ * "another UCX". Empty on failure. */
+std::string fake_ucx_libdir(const std::string &name);
+
 /* Path of a file in the build or source tree. */
 std::string build_path(const std::string &rel);
 std::string source_path(const std::string &rel);

@@ -1226,6 +1226,10 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
 /* The driver's exported names, for programs that call the driver directly (test/cux_ucp_check.c): through
  * them, interposers such as libcux_memtype.so see the calls as they would with the real libcuda. */
 CUresult cuDeviceGetCount(int *n) { return m_cuDeviceGetCount(n); }
+CUresult cuDriverGetVersion(int *v) { return m_cuDriverGetVersion(v); }
+CUresult cuDeviceGet(CUdevice *d, int ordinal) { return m_cuDeviceGet(d, ordinal); }
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) { return m_cuDeviceGetName(name, len, d); }
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { return m_cuDeviceCanAccessPeer(can, a, b); }
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return m_cuDevicePrimaryCtxRetain(c, d); }
 CUresult cuCtxSetCurrent(CUcontext c) { return m_cuCtxSetCurrent(c); }
 CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }

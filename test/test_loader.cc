@@ -94,16 +94,8 @@ TEST(driver_loader, module_refuses_a_ucx_of_another_version)
  * process's libucs: one of another version is refused before anything is registered. */
 TEST(driver_loader, module_refuses_another_version_before_ucp_is_loaded)
 {
-    const std::string dir = build_path("test/fake-ucx-lib");
-    command_result where  = run_command("ldd " + build_path("test/version_probe_uct") +
-                                        " | sed -n 's/.*libucs.so.0 => \\(.*\\)\\/libucs.so.0 .*/\\1/p'");
-    ASSERT_EQ(0, where.status) << where.output;
-    std::string libdir = where.output.substr(0, where.output.find('\n'));
-    ASSERT_FALSE(libdir.empty()) << "cannot find the libucs of the probe";
-
-    ASSERT_EQ(0, run_command("rm -rf " + dir + " && mkdir -p " + dir + " && for l in libucs libuct libucm; do " +
-                             "ln -s " + libdir + "/$l.so.0 " + dir + "/; done && cp " +
-                             build_path("test/.libs/libfakeucp.so") + " " + dir + "/libucp.so.0").status);
+    const std::string dir = fake_ucx_libdir("loader");
+    ASSERT_FALSE(dir.empty()) << "cannot make a UCX library directory with a libucp of another version";
 
     /* this UCX's own libucp beside it: the module registers */
     command_result same = run_command("UCX_MODULES=^cuda " + build_path("test/version_probe_uct"));

@@ -193,6 +193,21 @@ void raw_copy(void *dst, const void *src, size_t size)
     });
 }
 
+std::string fake_ucx_libdir(const std::string &name)
+{
+    const std::string dir = build_path("test/fake-ucx-lib-" + name);
+    command_result where  = run_command("ldd " + build_path("test/version_probe_uct") +
+                                        " | sed -n 's/.*libucs.so.0 => \\(.*\\)\\/libucs.so.0 .*/\\1/p'");
+    std::string libdir = where.output.substr(0, where.output.find('\n'));
+    if ((where.status != 0) || libdir.empty() ||
+        (run_command("rm -rf " + dir + " && mkdir -p " + dir + " && for l in libucs libuct libucm; do ln -s " +
+                     libdir + "/$l.so.0 " + dir + "/; done && cp " + build_path("test/.libs/libfakeucp.so") + " " +
+                     dir + "/libucp.so.0").status != 0)) {
+        return "";
+    }
+    return dir;
+}
+
 counting_completion::counting_completion(int count) : done(0), status(UCS_OK)
 {
     comp.func   = callback;

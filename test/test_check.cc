@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ucx-cuda-run --check on the mock driver: every line OK in a working set-up, and each failing line made to
+ * fail by the set-up it is about (no driver, no GPU, another UCX, no module, a wrong memory-detection setting,
+ * GPUs without peer access, no check program).
+ */
+#include "cux_test.h"
+
+using namespace cux_test;
+
+class launcher_check : public ::testing::Test {
+protected:
+    /* --check of the build tree's launcher and files on the mock driver, with extra variables. */
+    command_result check(const std::string &env = "")
+    {
+        return run_command("CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
+                           " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
+                           " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") +
+                           " CUX_CHECK_PROG=" + build_path("ucx-cuda-check") +
+                           " CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so") + " UCX_MODULES=^cuda " +
+                           env + " " + build_path("ucx-cuda-run") + " --check");
+    }
+
+    /* The line of a check, "" if there is none. */
+    static std::string line(const command_result &r, const std::string &what)
+    {
+        size_t at = r.output.find(what);
+        if (at == std::string::npos) {
+            return "";
+        }
+        size_t start = r.output.rfind('\n', at);
+        start        = (start == std::string::npos) ? 0 : start + 1;
+        return r.output.substr(start, r.output.find('\n', at) - start);
+    }
+
+    static bool starts(const std::string &s, const std::string &prefix) { return s.rfind(prefix, 0) == 0; }
+};
+
+TEST_F(launcher_check, a_working_set_up_is_all_ok)
+{
+    command_result r = check();
+    EXPECT_EQ(0, r.status) << r.output;
+    for (const char *what : {"CUDA driver", "UCX version", "module loading", "memory detection", "transports",
+                             "peer access"}) {
+        EXPECT_TRUE(starts(line(r, what), "OK ")) << what << " in:\n" << r.output;
+    }
+    EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("2 GPUs")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "transports").find("cuda_ipc: 1 device")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "peer access").find("GPU0 <-> GPU1")) << r.output;
+    printf("%s", r.output.c_str());
+}
+
+TEST_F(launcher_check, no_driver)
+{
+    command_result r = check("CUX_DRIVER_PATH=/nonexistent/libcuda.so.1");
+    EXPECT_NE(0, r.status);
+    EXPECT_TRUE(starts(line(r, "CUDA driver"), "FAIL")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("install the NVIDIA driver")) << r.output;
+    EXPECT_TRUE(starts(line(r, "transports"), "FAIL")) << r.output;
+}
+
+TEST_F(launcher_check, no_gpu)
+{
+    command_result r = check("MOCK_CUDA_DEVICES=0");
+    EXPECT_NE(0, r.status);
+    EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("sees no GPU")) << r.output;
+    EXPECT_TRUE(starts(line(r, "transports"), "FAIL")) << r.output;
+}
+
+TEST_F(launcher_check, another_ucx)
+{
+    const std::string dir = fake_ucx_libdir("check");
+    ASSERT_FALSE(dir.empty());
+    command_result r = check("LD_LIBRARY_PATH=" + dir + " FAKE_UCX_VERSION=1.99");
+    EXPECT_NE(0, r.status);
+    EXPECT_TRUE(starts(line(r, "UCX version"), "FAIL")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "UCX version").find("loads UCX 1.99.0")) << r.output;
+    run_command("rm -rf " + dir);
+}
+
+TEST_F(launcher_check, no_module)
+{
+    command_result r = check("CUX_MODULE=/nonexistent/libuct_cuda.so.0");
+    EXPECT_NE(0, r.status);
+    EXPECT_NE(std::string::npos, line(r, "FAIL module").find("install uct-cuda-plugin")) << r.output;
+}
+
+TEST_F(launcher_check, memory_detection_settings)
+{
+    command_result cache = check("UCX_MEMTYPE_CACHE=y");
+    EXPECT_NE(0, cache.status);
+    EXPECT_NE(std::string::npos, line(cache, "memory detection").find("takes GPU buffers for host memory"))
+            << cache.output;
+
+    command_result bogus = check("CUX_MEMTYPE=bogus");
+    EXPECT_NE(0, bogus.status);
+    EXPECT_TRUE(starts(line(bogus, "memory detection"), "FAIL")) << bogus.output;
+
+    command_result hooks = check("CUX_MEMTYPE=hooks CUX_MEMTYPE_LIB=/nonexistent/libcux_memtype.so");
+    EXPECT_NE(0, hooks.status);
+    EXPECT_TRUE(starts(line(hooks, "/nonexistent/libcux_memtype.so"), "FAIL")) << hooks.output;
+}
+
+TEST_F(launcher_check, gpus_without_peer_access_are_a_warning)
+{
+    command_result r = check("MOCK_CUDA_NO_PEER=1");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_TRUE(starts(line(r, "peer access"), "WARN")) << r.output;
+}
+
+TEST_F(launcher_check, no_check_program)
+{
+    command_result r = check("CUX_CHECK_PROG=/nonexistent/ucx-cuda-check");
+    EXPECT_NE(0, r.status);
+    EXPECT_TRUE(starts(line(r, "check program"), "FAIL")) << r.output;
+}
