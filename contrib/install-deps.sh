@@ -46,7 +46,7 @@ add_deb_src() {
 add_deb_src
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
-    build-essential autoconf automake libtool pkg-config dpkg-dev \
+    build-essential autoconf automake libtool pkg-config dpkg-dev debhelper fakeroot \
     libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev >/dev/null
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)

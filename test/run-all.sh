@@ -49,4 +49,6 @@ if [ "${CUX_NO_SANITIZERS:-0}" != 1 ]; then
     sanitizer_build build-tsan "-g -O1 -fsanitize=thread" "-fsanitize=thread"
     export CUX_SANITIZER_BUILDDIR="$top/build-asan" CUX_TSAN_BUILDDIR="$top/build-tsan"
 fi
+# CI builds, installs, checks and removes the Debian package (test/run-deb.sh); CUX_TEST_DEB=0 leaves it out
+export CUX_TEST_DEB=${CUX_TEST_DEB:-1}
 exec ../test/run-tests.sh

@@ -7,7 +7,8 @@
 #   2. against the mock driver (test/mock_cuda.c): the copy suite on two emulated devices, then on one, so
 #      CI exercises the data path through the real libuct, then with PCI addresses, then the fuzzer on what a
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed, or skipped without clang), then the
-#      parity suite as on a 12.0 driver.
+#      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
+#      the parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
 #   3. with CUX_SANITIZER_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
 #      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TSAN_BUILDDIR the threaded tests
@@ -70,6 +71,21 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-60} s"
     "$(dirname "$0")/run-fuzz.sh" "$builddir" | sed 's/^/    /'
     case ${PIPESTATUS[0]} in
+    0) passed=$((passed + 1)) ;;
+    77) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+    esac
+    # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
+    # so only where asked (CUX_TEST_DEB=1: test/run-all.sh, CI), reported skipped otherwise
+    if [ "${CUX_TEST_DEB:-0}" = 1 ]; then
+        echo "=== deb: test/run-deb.sh"
+        "$(dirname "$0")/run-deb.sh" "$builddir" | sed 's/^/    /'
+        deb_rc=${PIPESTATUS[0]}
+    else
+        echo "=== deb: skipped (CUX_TEST_DEB=1 builds, installs and removes the Debian package)"
+        deb_rc=77
+    fi
+    case $deb_rc in
     0) passed=$((passed + 1)) ;;
     77) skipped=$((skipped + 1)) ;;
     *) failed=$((failed + 1)) ;;
