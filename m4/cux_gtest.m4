@@ -1,5 +1,6 @@
 dnl SPDX-License-Identifier: BSD-3-Clause
-# CUX_CHECK_GTEST: googletest for `make check`. Debian's libgtest-dev ships libgtest.a and the headers.
+# CUX_CHECK_GTEST: googletest for `make check` (Debian's libgtest-dev ships libgtest.a and the headers), and an
+# MPI compiler for the MPI test.
 AC_DEFUN([CUX_CHECK_GTEST], [
 AC_LANG_PUSH([C++])
 cux_save_LIBS=$LIBS
@@ -12,4 +13,8 @@ AC_MSG_RESULT([$cux_have_gtest])
 LIBS=$cux_save_LIBS
 AC_LANG_POP([C++])
 AM_CONDITIONAL([HAVE_GTEST], [test "x$cux_have_gtest" = xyes])
+
+# An MPI compiler for test/cux_mpi_check (Debian's libopenmpi-dev); the MPI test is skipped without one.
+AC_PATH_PROG([MPICC], [mpicc])
+AM_CONDITIONAL([HAVE_MPICC], [test -n "$MPICC"])
 ])

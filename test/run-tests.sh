@@ -59,7 +59,7 @@ run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_R
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # copies are asynchronous, done only when an event after them completes (MOCK_CUDA_ASYNC)
     run_suite mock-driver CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 \
-        GTEST_FILTER='copy*:ipc*:threads*:soak*:parity*:launcher_check.*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock \
+        GTEST_FILTER='copy*:ipc*:threads*:soak*:parity*:launcher_check.*:mpi.*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock \
         CUX_TEST_REQUIRE_GPU=1
     # one visible GPU takes its own fast path for short copies
     run_suite mock-driver-1gpu CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
