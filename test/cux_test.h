@@ -46,6 +46,10 @@ long mock_live(const char *what);
  * "another UCX". Empty on failure. */
 std::string fake_ucx_libdir(const std::string &name);
 
+/* Variables that point the build tree's ucx-cuda-run at the build tree's module, libraries and check program
+ * (its installed paths otherwise), ending in a space. */
+std::string launcher_env();
+
 /* Path of a file in the build or source tree. */
 std::string build_path(const std::string &rel);
 std::string source_path(const std::string &rel);

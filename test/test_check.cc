@@ -13,12 +13,8 @@ protected:
     /* --check of the build tree's launcher and files on the mock driver, with extra variables. */
     command_result check(const std::string &env = "")
     {
-        return run_command("CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
-                           " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
-                           " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") +
-                           " CUX_CHECK_PROG=" + build_path("ucx-cuda-check") +
-                           " CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so") + " UCX_MODULES=^cuda " +
-                           env + " " + build_path("ucx-cuda-run") + " --check");
+        return run_command(launcher_env() + "CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so") +
+                           " UCX_MODULES=^cuda " + env + " " + build_path("ucx-cuda-run") + " --check");
     }
 
     /* The line of a check, "" if there is none. */

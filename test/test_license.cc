@@ -12,6 +12,17 @@
 
 using namespace cux_test;
 
+/* The first three lines of a file, where its SPDX line belongs. */
+static std::string head_of(const std::string &path)
+{
+    std::ifstream in(path);
+    std::string line, head;
+    for (int i = 0; (i < 3) && std::getline(in, line); ++i) {
+        head += line + "\n";
+    }
+    return head;
+}
+
 TEST(license, every_source_file_has_an_spdx_line)
 {
     namespace fs = std::filesystem;
@@ -33,22 +44,12 @@ TEST(license, every_source_file_has_an_spdx_line)
                 (std::find(exts.begin(), exts.end(), ext) == exts.end())) {
                 continue;
             }
-            std::ifstream in(path);
-            std::string line, head;
-            for (int i = 0; (i < 3) && std::getline(in, line); ++i) {
-                head += line + "\n";
-            }
-            EXPECT_NE(std::string::npos, head.find(tag)) << path << " has no SPDX line in its first three";
+            EXPECT_NE(std::string::npos, head_of(path).find(tag)) << path << " has no SPDX line in its first three";
             ++checked;
         }
     }
     for (const char *file : {"configure.ac", "Makefile.am", "autogen.sh"}) {
-        std::ifstream in(source_path(file));
-        std::string line, head;
-        for (int i = 0; (i < 3) && std::getline(in, line); ++i) {
-            head += line + "\n";
-        }
-        EXPECT_NE(std::string::npos, head.find(tag)) << file;
+        EXPECT_NE(std::string::npos, head_of(source_path(file)).find(tag)) << file;
         ++checked;
     }
     EXPECT_GT(checked, 50);

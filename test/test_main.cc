@@ -193,6 +193,14 @@ void raw_copy(void *dst, const void *src, size_t size)
     });
 }
 
+std::string launcher_env()
+{
+    return "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
+           " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
+           " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") +
+           " CUX_CHECK_PROG=" + build_path("ucx-cuda-check") + " ";
+}
+
 std::string fake_ucx_libdir(const std::string &name)
 {
     const std::string dir = build_path("test/fake-ucx-lib-" + name);

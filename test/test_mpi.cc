@@ -41,8 +41,7 @@ protected:
 
 TEST_F(mpi, two_open_mpi_ranks_exchange_gpu_buffers_with_the_module)
 {
-    const std::string launcher = "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") + " CUX_PERFTEST_LIB=" +
-                                 build_path(".libs/libcux_perftest.so") + " " + build_path("ucx-cuda-run");
+    const std::string launcher = launcher_env() + build_path("ucx-cuda-run");
     command_result r = run("eval \"$(" + launcher + " --env)\" && UCX_TLS=self,sm,cuda_copy,cuda_ipc",
                            "LD_PRELOAD UCX_MEMTYPE_CACHE");
     EXPECT_EQ(0, r.status) << r.output;

@@ -20,9 +20,7 @@ protected:
         if (ucx_has_perftest_cuda_module()) {
             GTEST_SKIP() << "this UCX has its own perftest CUDA allocator: the launcher is for stock UCX";
         }
-        m_env = "CUX_MODULE=" + build_path(".libs/libuct_cuda.so.0") +
-                " CUX_PERFTEST_LIB=" + build_path(".libs/libcux_perftest.so") +
-                " CUX_MEMTYPE_LIB=" + build_path(".libs/libcux_memtype.so") + " UCX_WARN_UNUSED_ENV_VARS=n ";
+        m_env = launcher_env() + "UCX_WARN_UNUSED_ENV_VARS=n ";
         m_run = build_path("ucx-cuda-run");
     }
 
