@@ -54,6 +54,16 @@ run_suite() {
     fi
 }
 
+# A test script of this directory counted as one test: exit 0 passed, 77 skipped, anything else failed.
+run_script() {
+    "$(dirname "$0")/$1" "$builddir" | sed 's/^/    /'
+    case ${PIPESTATUS[0]} in
+    0) passed=$((passed + 1)) ;;
+    77) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)) ;;
+    esac
+}
+
 # On a GPU host (CUX_TEST_REQUIRE_GPU=1) a missing device fails the GPU tests instead of skipping them.
 run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_REQUIRE_GPU=1}
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
@@ -69,27 +79,16 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
     # what a peer sends to cuda_ipc (keys, addresses) under libFuzzer with ASan and UBSan, time-bounded
     echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-60} s"
-    "$(dirname "$0")/run-fuzz.sh" "$builddir" | sed 's/^/    /'
-    case ${PIPESTATUS[0]} in
-    0) passed=$((passed + 1)) ;;
-    77) skipped=$((skipped + 1)) ;;
-    *) failed=$((failed + 1)) ;;
-    esac
+    run_script run-fuzz.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
     # so only where asked (CUX_TEST_DEB=1: test/run-all.sh, CI), reported skipped otherwise
     if [ "${CUX_TEST_DEB:-0}" = 1 ]; then
         echo "=== deb: test/run-deb.sh"
-        "$(dirname "$0")/run-deb.sh" "$builddir" | sed 's/^/    /'
-        deb_rc=${PIPESTATUS[0]}
+        run_script run-deb.sh
     else
         echo "=== deb: skipped (CUX_TEST_DEB=1 builds, installs and removes the Debian package)"
-        deb_rc=77
+        skipped=$((skipped + 1))
     fi
-    case $deb_rc in
-    0) passed=$((passed + 1)) ;;
-    77) skipped=$((skipped + 1)) ;;
-    *) failed=$((failed + 1)) ;;
-    esac
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1
