@@ -487,9 +487,10 @@ static CUresult mock_injected(const char *name, CUresult error)
 
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
  * (device and managed memory) or "mappings" (imported IPC memory); and "failed exports", the export calls
- * that failed so far. */
+ * that failed so far, and "issued copies", the copies accepted on a stream so far. */
 static long mock_live_streams, mock_live_events;
 static long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
+static long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
 
 long mock_cuda_live(const char *what)
 {
@@ -502,6 +503,8 @@ long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_live_events, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "failed exports")) {
         return __atomic_load_n(&mock_failed_exports, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "issued copies")) {
+        return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     }
     imported = !strcmp(what, "mappings");
     pthread_mutex_lock(&mock_lock);
@@ -714,6 +717,7 @@ static CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
     if (!dst || !src || mock_straddles_pinned(dst, n) || mock_straddles_pinned(src, n)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
+    __atomic_add_fetch(&mock_issued_copies, 1, __ATOMIC_RELAXED);
     return mock_stream_copy(s, dst, src, n);
 }
 

@@ -392,6 +392,34 @@ TEST_F(ipc_transport, many_copies_in_flight_complete_and_flush_in_order)
     }
 }
 
+/* A copy that finds nothing in flight goes to the driver from the call that accepts it (a lone rendezvous pays
+ * no wait for the next progress); one that finds a copy in flight waits to be batched, until progress. */
+TEST_F(ipc_transport, a_lone_copy_is_issued_at_once_and_later_ones_wait_for_a_batch)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "counts the copies the mock driver accepts, with its copies in flight (MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t size = 4096;
+    destroy_ep();
+    open_iface({{"MAX_BATCH", "16"}});
+    start_peer();
+    buffer local(buf_kind::cuda0, 2 * size);
+    remote_buf rb = remote_alloc(2 * size, cux_device_count() - 1, 61);
+    ASSERT_NE(0u, rb.addr);
+    const long issued = mock_live("issued copies");
+
+    counting_completion ops(2);
+    for (size_t i = 0; i < 2; ++i) {
+        uct_iov_t iov = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(m_ep, &iov, 1, rb.addr + i * size, rb.rkey.rkey, &ops.comp));
+        EXPECT_EQ(issued + 1, mock_live("issued copies")) << "after copy " << i;
+    }
+    ASSERT_EQ(UCS_OK, wait(&ops.comp));
+    EXPECT_EQ(issued + 2, mock_live("issued copies"));
+    EXPECT_TRUE(local.read() == pattern(61, 2 * size)) << "get data mismatch";
+    remote_free(rb);
+}
+
 TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
 {
     buffer local(buf_kind::cuda0, 8192);

@@ -306,8 +306,9 @@ ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void 
         ucs_list_add_tail(&async->batched, &sq->batch_link);
     }
     sq->batch_count = i + 1;
-    ++async->num_inflight;
-    if (sq->batch_count >= async->max_batch) {
+    /* A copy that finds nothing else in flight goes out now: no other copy is coming to share its call (a
+     * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
+    if ((++async->num_inflight == 1) || (sq->batch_count >= async->max_batch)) {
         cux_stream_queue_submit(sq);
     }
     return UCS_INPROGRESS;

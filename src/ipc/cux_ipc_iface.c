@@ -25,7 +25,7 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
     {"MAX_BATCH", "16",
      "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers), at most 32:\n"
      "copies wait to be issued together until the next progress call or until this many are waiting.\n"
-     "1 issues every copy at once, in its own call.",
+     "A copy that finds no other in flight is issued at once. 1 issues every copy at once, in its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     {NULL}
 };
