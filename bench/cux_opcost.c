@@ -259,6 +259,221 @@ static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdevicept
     cux_drv.cuStreamDestroy(stream);
 }
 
+/* Copy kernels for measure_small_copy_levers, PTX from nvcc 13.0 (`nvcc -ptx -arch=compute_90 -O3`) of:
+ *   extern "C" __global__ void cux_copy16(const uint4 *s, uint4 *d, unsigned long long n)  (n 16-byte words)
+ *   extern "C" __global__ void cux_copy1(const unsigned char *s, unsigned char *d, unsigned long long n)
+ * each a grid-stride loop of d[i] = s[i]. The driver compiles it at load (no toolkit at run time). */
+static const char cux_copy_ptx[] =
+    ".version 9.0\n"
+    ".target sm_90\n"
+    ".address_size 64\n"
+    "    // .globl    cux_copy16\n"
+    ".visible .entry cux_copy16(\n"
+    "    .param .u64 cux_copy16_param_0,\n"
+    "    .param .u64 cux_copy16_param_1,\n"
+    "    .param .u64 cux_copy16_param_2\n"
+    ")\n"
+    "{\n"
+    "    .reg .pred     %p<3>;\n"
+    "    .reg .b32     %r<13>;\n"
+    "    .reg .b64     %rd<18>;\n"
+    "    ld.param.u64     %rd8, [cux_copy16_param_0];\n"
+    "    ld.param.u64     %rd9, [cux_copy16_param_1];\n"
+    "    ld.param.u64     %rd10, [cux_copy16_param_2];\n"
+    "    mov.u32     %r1, %ctaid.x;\n"
+    "    mov.u32     %r2, %ntid.x;\n"
+    "    cvt.u64.u32     %rd1, %r2;\n"
+    "    mul.wide.u32     %rd11, %r1, %r2;\n"
+    "    mov.u32     %r3, %tid.x;\n"
+    "    cvt.u64.u32     %rd12, %r3;\n"
+    "    add.s64     %rd17, %rd11, %rd12;\n"
+    "    setp.ge.u64     %p1, %rd17, %rd10;\n"
+    "    @%p1 bra     $L__BB0_3;\n"
+    "    mov.u32     %r4, %nctaid.x;\n"
+    "    cvt.u64.u32     %rd13, %r4;\n"
+    "    mul.lo.s64     %rd3, %rd13, %rd1;\n"
+    "    cvta.to.global.u64     %rd4, %rd8;\n"
+    "    cvta.to.global.u64     %rd5, %rd9;\n"
+    "$L__BB0_2:\n"
+    "    shl.b64     %rd14, %rd17, 4;\n"
+    "    add.s64     %rd15, %rd4, %rd14;\n"
+    "    add.s64     %rd16, %rd5, %rd14;\n"
+    "    ld.global.nc.v4.u32     {%r5, %r6, %r7, %r8}, [%rd15];\n"
+    "    st.global.v4.u32     [%rd16], {%r5, %r6, %r7, %r8};\n"
+    "    add.s64     %rd17, %rd17, %rd3;\n"
+    "    setp.lt.u64     %p2, %rd17, %rd10;\n"
+    "    @%p2 bra     $L__BB0_2;\n"
+    "$L__BB0_3:\n"
+    "    ret;\n"
+    "}\n"
+    "    // .globl    cux_copy1\n"
+    ".visible .entry cux_copy1(\n"
+    "    .param .u64 cux_copy1_param_0,\n"
+    "    .param .u64 cux_copy1_param_1,\n"
+    "    .param .u64 cux_copy1_param_2\n"
+    ")\n"
+    "{\n"
+    "    .reg .pred     %p<3>;\n"
+    "    .reg .b16     %rs<2>;\n"
+    "    .reg .b32     %r<5>;\n"
+    "    .reg .b64     %rd<17>;\n"
+    "    ld.param.u64     %rd8, [cux_copy1_param_0];\n"
+    "    ld.param.u64     %rd9, [cux_copy1_param_1];\n"
+    "    ld.param.u64     %rd10, [cux_copy1_param_2];\n"
+    "    mov.u32     %r1, %ctaid.x;\n"
+    "    mov.u32     %r2, %ntid.x;\n"
+    "    cvt.u64.u32     %rd1, %r2;\n"
+    "    mul.wide.u32     %rd11, %r1, %r2;\n"
+    "    mov.u32     %r3, %tid.x;\n"
+    "    cvt.u64.u32     %rd12, %r3;\n"
+    "    add.s64     %rd16, %rd11, %rd12;\n"
+    "    setp.ge.u64     %p1, %rd16, %rd10;\n"
+    "    @%p1 bra     $L__BB1_3;\n"
+    "    mov.u32     %r4, %nctaid.x;\n"
+    "    cvt.u64.u32     %rd13, %r4;\n"
+    "    mul.lo.s64     %rd3, %rd13, %rd1;\n"
+    "    cvta.to.global.u64     %rd4, %rd8;\n"
+    "    cvta.to.global.u64     %rd5, %rd9;\n"
+    "$L__BB1_2:\n"
+    "    add.s64     %rd14, %rd4, %rd16;\n"
+    "    ld.global.nc.u8     %rs1, [%rd14];\n"
+    "    add.s64     %rd15, %rd5, %rd16;\n"
+    "    st.global.u8     [%rd15], %rs1;\n"
+    "    add.s64     %rd16, %rd16, %rd3;\n"
+    "    setp.lt.u64     %p2, %rd16, %rd10;\n"
+    "    @%p2 bra     $L__BB1_2;\n"
+    "$L__BB1_3:\n"
+    "    ret;\n"
+    "}\n";
+
+/* What a single peer copy costs from issue to completion (the latency of a rendezvous get of 8 B, and of a
+ * serialised 1 MB ucp_get), with the levers the copy engine path leaves: a copy kernel instead of the copy
+ * engine, a high-priority stream, and one copy split over two streams. GPU1's memory read from GPU0, as a
+ * rendezvous get does. Each line: issue to completion by event polling. */
+static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdeviceptr remote, CUcontext ctx0,
+                                      CUcontext ctx1)
+{
+    PFN_cuCtxEnablePeerAccess_v4000 enable_peer           = driver_proc("cuCtxEnablePeerAccess", 4000);
+    PFN_cuModuleLoadData_v2000 load_data                  = driver_proc("cuModuleLoadData", 2000);
+    PFN_cuModuleGetFunction_v2000 get_function            = driver_proc("cuModuleGetFunction", 2000);
+    PFN_cuLaunchKernel_v4000 launch                       = driver_proc("cuLaunchKernel", 4000);
+    PFN_cuStreamCreateWithPriority_v5050 create_prio      = driver_proc("cuStreamCreateWithPriority", 5050);
+    PFN_cuCtxGetStreamPriorityRange_v5050 priority_range  = driver_proc("cuCtxGetStreamPriorityRange", 5050);
+    static const size_t sizes[] = {8, 65536, 1 << 20};
+    CUstream stream, stream2, prio_stream;
+    CUevent event, event2;
+    CUmodule module;
+    CUfunction copy16, copy1;
+    int least, greatest;
+    char name[96];
+
+    if ((enable_peer == NULL) || (ctx0 == ctx1) || (load_data == NULL) || (launch == NULL)) {
+        printf("# small-copy levers: skipped (needs two GPUs and the real driver)\n");
+        return;
+    }
+    cux_drv.cuCtxSetCurrent(ctx0);
+    enable_peer(ctx1, 0);
+    CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    CHECK(cux_drv.cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    CHECK(priority_range(&least, &greatest) == CUDA_SUCCESS, "priority range");
+    CHECK(create_prio(&prio_stream, CU_STREAM_NON_BLOCKING, greatest) == CUDA_SUCCESS, "priority stream");
+    CHECK(cux_drv.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
+    CHECK(cux_drv.cuEventCreate(&event2, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
+    CHECK(load_data(&module, cux_copy_ptx) == CUDA_SUCCESS, "load copy kernels");
+    CHECK(get_function(&copy16, module, "cux_copy16") == CUDA_SUCCESS, "cux_copy16");
+    CHECK(get_function(&copy1, module, "cux_copy1") == CUDA_SUCCESS, "cux_copy1");
+
+#define WAIT_EVENT(_ev) \
+    ({ \
+        while (cux_drv.cuEventQuery(_ev) == CUDA_ERROR_NOT_READY) { \
+        } \
+    })
+    for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+        size_t size      = sizes[k];
+        unsigned n       = (size > 65536) ? iters / 20 + 1 : iters / 10 + 1;
+        unsigned long long words = size / 16;
+        unsigned blocks  = (words + 511) / 512;
+        void *args16[]   = {&remote, &local, &words};
+        unsigned long long bytes = size;
+        void *args1[]    = {&remote, &local, &bytes};
+
+        blocks = (blocks > 264) ? 264 : ((blocks == 0) ? 1 : blocks);
+        snprintf(name, sizeof(name), "peer get %zu B, copy engine", size);
+        MEASURE(name, n, (cux_drv.cuMemcpyAsync(local, remote, size, stream), cux_drv.cuEventRecord(event, stream),
+                          WAIT_EVENT(event)));
+        snprintf(name, sizeof(name), "peer get %zu B, copy engine, high-priority stream", size);
+        MEASURE(name, n, (cux_drv.cuMemcpyAsync(local, remote, size, prio_stream),
+                          cux_drv.cuEventRecord(event, prio_stream), WAIT_EVENT(event)));
+        snprintf(name, sizeof(name), "peer get %zu B, copy kernel (%u blocks)", size, (words > 0) ? blocks : 1);
+        MEASURE(name, n, ((words > 0) ? launch(copy16, blocks, 1, 1, 512, 1, 1, 0, stream, args16, NULL)
+                                      : launch(copy1, 1, 1, 1, 32, 1, 1, 0, stream, args1, NULL),
+                          cux_drv.cuEventRecord(event, stream), WAIT_EVENT(event)));
+        if (size >= 65536) {
+            snprintf(name, sizeof(name), "peer get %zu B, copy engine, halves on two streams", size);
+            MEASURE(name, n, (cux_drv.cuMemcpyAsync(local, remote, size / 2, stream),
+                              cux_drv.cuEventRecord(event, stream),
+                              cux_drv.cuMemcpyAsync(local + size / 2, remote + size / 2, size / 2, stream2),
+                              cux_drv.cuEventRecord(event2, stream2), WAIT_EVENT(event), WAIT_EVENT(event2)));
+        }
+    }
+#undef WAIT_EVENT
+    {
+        uint64_t pattern[2] = {0x5a5a5a5a5a5a5a5aull, 0x5a5a5a5a5a5a5a5aull}, check[2] = {0, 0};
+        unsigned long long words = 1;
+        void *args16[] = {&remote, &local, &words};
+        cux_drv.cuMemcpyAsync(remote, (CUdeviceptr)(uintptr_t)pattern, 16, stream);
+        launch(copy16, 1, 1, 1, 512, 1, 1, 0, stream, args16, NULL);
+        cux_drv.cuMemcpyAsync((CUdeviceptr)(uintptr_t)check, local, 16, stream);
+        cux_drv.cuStreamSynchronize(stream);
+        printf("# copy kernel data check: %s\n", (check[0] == 0x5a5a5a5a5a5a5a5aull) ? "ok" : "WRONG");
+    }
+    cux_drv.cuEventDestroy(event);
+    cux_drv.cuEventDestroy(event2);
+    cux_drv.cuStreamDestroy(stream);
+    cux_drv.cuStreamDestroy(stream2);
+    cux_drv.cuStreamDestroy(prio_stream);
+}
+
+/* The copy ceilings the bandwidth targets are measured against: back-to-back copies GPU0 -> GPU1 on one stream
+ * (issued in GPU0's context, peer access on), at the sizes of the harness's large-message cases. */
+static void measure_copy_ceilings(CUcontext ctx0, CUcontext ctx1)
+{
+    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = driver_proc("cuCtxEnablePeerAccess", 4000);
+    static const size_t sizes[] = {1 << 20, 16 << 20, 64 << 20, 256 << 20};
+    const size_t total = 4ul << 30; /* bytes copied per size */
+    CUdeviceptr src, dst;
+    CUstream stream;
+    double t0;
+
+    if ((enable_peer == NULL) || (ctx0 == ctx1)) {
+        printf("# copy ceilings: skipped (needs two GPUs and the real driver)\n");
+        return;
+    }
+    cux_drv.cuCtxSetCurrent(ctx1);
+    CHECK(cux_drv.cuMemAlloc(&dst, sizes[3]) == CUDA_SUCCESS, "ceiling buffer on GPU1");
+    cux_drv.cuCtxSetCurrent(ctx0);
+    enable_peer(ctx1, 0);
+    CHECK(cux_drv.cuMemAlloc(&src, sizes[3]) == CUDA_SUCCESS, "ceiling buffer on GPU0");
+    CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+        unsigned n = total / sizes[k];
+        cux_drv.cuMemcpyAsync(dst, src, sizes[k], stream); /* warm-up */
+        cux_drv.cuStreamSynchronize(stream);
+        t0 = now_ns();
+        for (unsigned i = 0; i < n; ++i) {
+            cux_drv.cuMemcpyAsync(dst, src, sizes[k], stream);
+        }
+        cux_drv.cuStreamSynchronize(stream);
+        printf("copy ceiling GPU0->GPU1 %4zu MB, back-to-back   %10.2f GB/s\n", sizes[k] >> 20,
+               (double)n * sizes[k] / (now_ns() - t0));
+    }
+    cux_drv.cuStreamDestroy(stream);
+    cux_drv.cuMemFree(src);
+    cux_drv.cuCtxSetCurrent(ctx1);
+    cux_drv.cuMemFree(dst);
+    cux_drv.cuCtxSetCurrent(ctx0);
+}
+
 int main(int argc, char **argv)
 {
     unsigned iters = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
@@ -301,6 +516,8 @@ int main(int argc, char **argv)
     }
 
     measure_peer_copy_levers(iters, d0, d1, ctx, ctx1);
+    measure_small_copy_levers(iters, d0, d1, ctx, ctx1);
+    measure_copy_ceilings(ctx, ctx1);
     cux_drv.cuCtxSetCurrent(ctx);
 
     CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "async");
