@@ -6,16 +6,17 @@
 #   OUT=DIR CUX_UCX_SRC=TREE contrib/gpu-host-ucx-versions.sh SETUP PREFIX
 #
 # SETUP system:  a distribution UCX installed without ucx_info or headers (Ubuntu 24.04's libucx0 1.16.0,
-#                PREFIX /usr): configure --with-ucx-build-config=detect; the gtest GPU suite; the UCP data
-#                check through ucx-cuda-run (the module preloaded), every memory kind and every size across
-#                UCP's thresholds, processes on GPU0 and GPU1.
+#                PREFIX /usr): configure --with-ucx-build-config=detect; the gtest GPU suite; `ucx-cuda-run
+#                --check`; the UCP data check through ucx-cuda-run (the module preloaded), every memory kind
+#                and every size across UCP's thresholds, processes on GPU0 and GPU1.
 # SETUP plugin:  a UCX >= 1.22 built without CUDA: `make install` puts the module in UCX's module directory
 #                and `ucx_info -d` lists cuda_copy and cuda_ipc with no preload; then ucx_perftest -m cuda
 #                between two processes; then the same with the module only in UCX_PLUGIN_PATH; the gtest GPU
 #                suite and the data check.
 # SETUP inplace: a UCX built with CUDA (PREFIX/reference-module holds its own module, as
 #                contrib/build-reference-ucx.sh leaves it): the gtest GPU suite, then our module installed in
-#                place of UCX's own and the data check, several runs, then UCX's own module for comparison.
+#                place of UCX's own, `ucx-cuda-run --check` and the data check, several runs, then UCX's own
+#                module for comparison.
 #
 # CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites.
 # CUX_UCX_SRC is the source tree of exactly PREFIX's version: `apt-get source ucx` of the installed package, or
@@ -110,6 +111,16 @@ perftest() {
     [ $prc -eq 0 ] || rc=1
 }
 
+# ucx-cuda-run --check from the build tree, its lines into the report (issue 13: the GPU host's output).
+launcher_check() {
+    local out
+    say "ucx-cuda-run --check ($1):"
+    out=$(env CUX_MODULE="$build/.libs/libuct_cuda.so.0" CUX_PERFTEST_LIB="$build/.libs/libcux_perftest.so" \
+        CUX_MEMTYPE_LIB="$build/.libs/libcux_memtype.so" CUX_CHECK_PROG="$build/ucx-cuda-check" \
+        "$build/ucx-cuda-run" --check 2>&1) || failed "ucx-cuda-run --check ($1)"
+    echo "$out" | tee -a "$work/logs/check.log" >>"$report"
+}
+
 cuda_info() { "$prefix/bin/ucx_info" -d 2>&1 | grep -E 'Component: cuda|Transport: cuda' | sort -u | tr '\n' ' '; }
 
 export UCX_WARN_UNUSED_ENV_VARS=n
@@ -117,6 +128,7 @@ case "$setup" in
 system)
     say "installed: $(dpkg-query -W -f '${Package} ${Version}\n' 'libucx0*' 2>/dev/null | tr '\n' ' ')"
     gtest_suite
+    launcher_check "Ubuntu's UCX, the module preloaded"
     launcher="env CUX_MODULE=$build/.libs/libuct_cuda.so.0 CUX_PERFTEST_LIB=$build/.libs/libcux_perftest.so"
     launcher="$launcher CUX_MEMTYPE_LIB=$build/.libs/libcux_memtype.so $build/ucx-cuda-run"
     CHECK_CMD="$launcher"
@@ -160,6 +172,7 @@ inplace)
     make install >"$work/logs/install.log" 2>&1 || failed "make install"
     cmp -s "$moddir/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0" && failed "still UCX's own module"
     say "our module in place of UCX's own: $(cuda_info)"
+    launcher_check "our module in place of UCX's own"
     CHECK_CMD=
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, in place" "$runs"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, every size across the thresholds (--sweep)" 1 --sweep
