@@ -93,6 +93,12 @@ CASE_SETS = {
         ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
         ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
     ],
+    # Issue 12's stretch: two processes on one GPU (run it once as it is, once with the MPS daemon started).
+    "one-gpu": [
+        ("one GPU: tag_lat cuda 8B", "tag_lat", 8, "cuda", 2000, 200, IPC_TLS, (0, 0)),
+        ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
+        ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
+    ],
     # A stock UCX with the module preloaded: both transports, and what GPU-memory detection costs host buffers.
     "stock": [
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),

@@ -111,11 +111,12 @@ perftest() {
     [ $prc -eq 0 ] || rc=1
 }
 
-# ucx-cuda-run --check from the build tree, its lines into the report (issue 13: the GPU host's output).
+# ucx-cuda-run --check from the build tree, its lines into the report (issue 13: the GPU host's output); the
+# module it names is the build's, or $2 (the installed copy, as an installed launcher names it).
 launcher_check() {
     local out
     say "ucx-cuda-run --check ($1):"
-    out=$(env CUX_MODULE="$build/.libs/libuct_cuda.so.0" CUX_PERFTEST_LIB="$build/.libs/libcux_perftest.so" \
+    out=$(env CUX_MODULE="${2:-$build/.libs/libuct_cuda.so.0}" CUX_PERFTEST_LIB="$build/.libs/libcux_perftest.so" \
         CUX_MEMTYPE_LIB="$build/.libs/libcux_memtype.so" CUX_CHECK_PROG="$build/ucx-cuda-check" \
         "$build/ucx-cuda-run" --check 2>&1) || failed "ucx-cuda-run --check ($1)"
     echo "$out" | tee -a "$work/logs/check.log" >>"$report"
@@ -172,7 +173,7 @@ inplace)
     make install >"$work/logs/install.log" 2>&1 || failed "make install"
     cmp -s "$moddir/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0" && failed "still UCX's own module"
     say "our module in place of UCX's own: $(cuda_info)"
-    launcher_check "our module in place of UCX's own"
+    launcher_check "our module in place of UCX's own" "$moddir/libuct_cuda.so.0"
     CHECK_CMD=
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, in place" "$runs"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, every size across the thresholds (--sweep)" 1 --sweep
