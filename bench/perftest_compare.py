@@ -99,6 +99,13 @@ CASE_SETS = {
         ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
         ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
     ],
+    # Host memory only, with the CUDA transports enabled: what they change for messages that never touch a GPU
+    # (compare with a module entry whose UCX_TLS is ^cuda).
+    "host": [
+        ("host: tag_bw host 16MB", "tag_bw", 16 * MB, "host", 40, 4, IPC_TLS, (0, 1)),
+        ("host: tag_bw host 1MB", "tag_bw", MB, "host", 200, 20, IPC_TLS, (0, 1)),
+        ("host: tag_lat host 8B", "tag_lat", 8, "host", 10000, 1000, IPC_TLS, (0, 1)),
+    ],
     # A stock UCX with the module preloaded: both transports, and what GPU-memory detection costs host buffers.
     "stock": [
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
@@ -155,7 +162,8 @@ def run_case(prefix, case, timeout, cpus, extra_env, proto_info=False):
     name, test, size, mem, iters, warmup, tls, gpus = case
     perftest = os.path.join(prefix, "bin", "ucx_perftest")
     port = str(free_port())
-    base_env = dict(os.environ, UCX_TLS=tls, **extra_env)
+    base_env = dict(os.environ, UCX_TLS=tls)
+    base_env.update(extra_env)  # a module entry may set its own UCX_TLS
     if proto_info:
         base_env["UCX_PROTO_INFO"] = "y"
     server_env, client_env = dict(base_env), dict(base_env)
@@ -230,7 +238,7 @@ def plot_bandwidth(cases, modules, results, skipped, path, env):
 
 
 def write_protocols(path, cases, modules, proto, env):
-    """protocols.md: per case and module, the protocol tables of both processes (UCX_PROTO_INFO=y)."""
+    """protocols-full.md: per case and module, the protocol tables of both processes (UCX_PROTO_INFO=y)."""
     out = ["# Protocols UCP chose (UCX_PROTO_INFO=y, first repeat)", "", "- core: %(ucx)s" % env, ""]
     for case in cases:
         for mname, _ in modules:
@@ -243,6 +251,113 @@ def write_protocols(path, cases, modules, proto, env):
                         "```"] + p[side] + ["```", ""]
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
+
+
+def read_protocols(path):
+    """The tables of a protocols-full.md: {(case name, module): {"client": [lines], "server": [lines]}}."""
+    proto, key, side, lines = {}, None, None, None
+    for line in open(path).read().splitlines():
+        m = re.match(r"^## (.*), ([^,]+)$", line)
+        if m:
+            key = (m.group(1), m.group(2))
+            proto[key] = {"client": [], "server": []}
+            continue
+        m = re.match(r"^(client|server) \(", line)
+        if m and key:
+            side, lines = m.group(1), proto[key][m.group(1)]
+            continue
+        if side and (line.startswith("+") or line.startswith("|")):
+            lines.append(line)
+    return proto
+
+
+def parse_tables(lines):
+    """UCX's protocol tables: [(title lines, [[range, description, config], ...])]."""
+    tables, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("+") and i + 1 < len(lines) and lines[i + 1].count("|") == 2:
+            j, title = i + 1, []
+            while j < len(lines) and lines[j].startswith("|") and lines[j].count("|") == 2:
+                title.append(lines[j].strip("| ").strip())
+                j += 1
+            k, rows = j + 3, []  # border, header, border
+            while k < len(lines) and lines[k].startswith("|") and lines[k].count("|") >= 4:
+                rows.append([c.strip() for c in lines[k].strip().strip("|").split("|")][:3])
+                k += 1
+            tables.append((title, rows))
+            i = k
+        else:
+            i += 1
+    return tables
+
+
+def range_covers(text, size):
+    """Whether a table's range ("0", "2285..210934", "256K..inf", "1..4M") holds size."""
+    def value(v):
+        if v == "inf":
+            return float("inf")
+        mult = {"K": KB, "M": MB, "G": 1 << 30}.get(v[-1:], 1)
+        return int(v[:-1] if mult > 1 else v) * mult
+    lo, _, hi = text.partition("..")
+    try:
+        return value(lo) <= size <= value(hi or lo)
+    except ValueError:
+        return False
+
+
+def case_operation(case, title):
+    """Whether a table title describes the operation a case runs (device names dropped: 'cuda/GPU1' -> 'cuda')."""
+    _, test, _, mem, *_ = case
+    mems = mem.split(",")
+    send, recv = mems[0], mems[-1]
+    pairs = {(send, recv), (recv, send)} if is_latency(test) else {(send, recv)}  # a ping-pong sends both ways
+    src = re.search(r"\bfrom (cuda|host)", title)
+    dst = re.search(r"\b(?:into|to) (cuda|host)", title)
+    src, dst = src and src.group(1), dst and dst.group(1)
+    if test.startswith("tag_"):
+        if title.startswith("tagged message"):
+            return src in {a for a, _ in pairs}
+        return title.startswith("rendezvous data") and (src, dst) in pairs
+    if test == "ucp_put_bw":
+        return title.startswith("remote memory write") and (src, dst) == (send, recv)
+    if test == "ucp_get":
+        return title.startswith("remote memory read") and (src, dst) == (recv, send)
+    return False
+
+
+def protocol_summary(cases, modules, proto):
+    """protocols.md: for each case, the protocol each module's processes chose for the case's operation at its
+    message size, and whether the two modules differ."""
+    out = ["# Protocols UCP chose, by case (UCX_PROTO_INFO=y, first repeat)", "",
+           "For each case: the tables of the operation it runs, on both processes, and the row that covers its "
+           "message size; device names are dropped (`cuda/GPU1` and `cuda/00:07.0` are the same buffer, named by "
+           "UCX's topology or by the module's PCI address). `(?)` marks a choice the peer makes. Self "
+           "(loopback) configurations are left out. The full tables: `protocols-full.md`.", ""]
+    for case in cases:
+        chosen = {}
+        for mname, _ in modules:
+            rows = []
+            for side in ("client", "server"):
+                for title, table in parse_tables(proto.get((case[0], mname), {}).get(side, [])):
+                    if not title or " self cfg" in title[0]:
+                        continue
+                    op = re.sub(r"(cuda)/\S+", r"\1", title[-1])
+                    if not case_operation(case, op):
+                        continue
+                    for rng, desc, config in table:
+                        if range_covers(rng, case[2]) and (side, op, rng, desc, config) not in rows:
+                            rows.append((side, op, rng, desc, config))
+            chosen[mname] = rows
+        if not any(chosen.values()):
+            continue
+        out += ["## %s (%d B)" % (case[0], case[2]), "", "| module | process | operation | range | protocol | "
+                "transports |", "|---|---|---|---|---|---|"]
+        for mname, rows in chosen.items():
+            out += ["| %s | %s | %s | %s | %s | %s |" % ((mname,) + r) for r in rows]
+        kinds = {mname: sorted({(r[0], r[1], r[3], r[4]) for r in rows}) for mname, rows in chosen.items()}
+        same = len({tuple(k) for k in kinds.values()}) == 1
+        out += ["", "Every module: the same protocols." if same else "The modules differ.", ""]
+    return "\n".join(out) + "\n"
 
 
 def environment():
@@ -273,6 +388,9 @@ def main():
     ap.add_argument("--proto-info", action="store_true",
                     help="run the first repeat with UCX_PROTO_INFO=y and write the protocols UCP chose to "
                          "protocols.md (UCX 1.16 and later)")
+    ap.add_argument("--summarize", metavar="PROTOCOLS_FULL_MD",
+                    help="only write OUT/protocols.md from the tables of an earlier run's protocols-full.md (with "
+                         "--cases and --module as in that run)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -282,6 +400,12 @@ def main():
         path, *env_items = rest.split(",")
         modules.append((name, path))
         module_env[name] = dict(item.split("=", 1) for item in env_items)
+    if args.summarize:
+        cases = [case for name in args.cases.split(",") for case in CASE_SETS[name]]
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "protocols.md"), "w") as f:
+            f.write(protocol_summary(cases, modules, read_protocols(args.summarize)))
+        return 0
     cpus = [int(c) for c in args.cpus.split(",")] if args.cpus else [None, None]
     moddir = os.path.join(args.prefix, "lib", "ucx")
     os.makedirs(args.out, exist_ok=True)
@@ -362,8 +486,11 @@ def main():
     if plot:
         lines += ["", "Bandwidth against message size (GPU0->GPU1, tag_bw): `%s`" % os.path.basename(plot)]
     if proto:
-        write_protocols(os.path.join(args.out, "protocols.md"), cases, modules, proto, env)
-        lines += ["", "The protocols UCP chose in each case, for each module: `protocols.md`"]
+        write_protocols(os.path.join(args.out, "protocols-full.md"), cases, modules, proto, env)
+        with open(os.path.join(args.out, "protocols.md"), "w") as f:
+            f.write(protocol_summary(cases, modules, proto))
+        lines += ["", "The protocols UCP chose in each case, for each module: `protocols.md` (all of UCX's tables: "
+                  "`protocols-full.md`)"]
     if errors:
         lines += ["", "## Failed runs", ""] + ["```\n%s\n```" % e for e in errors]
     with open(os.path.join(args.out, "perftest.md"), "w") as f:

@@ -47,7 +47,7 @@ add_deb_src
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake libtool pkg-config dpkg-dev debhelper fakeroot \
-    libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev >/dev/null
+    libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3 >/dev/null
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)
 mkdir -p "$dest"

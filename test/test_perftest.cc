@@ -241,3 +241,30 @@ TEST(opcost, measures_every_building_block)
         EXPECT_NE(std::string::npos, r.output.find(line)) << line << " missing in:\n" << r.output;
     }
 }
+
+/* The benchmark harness's protocol summary (bench/perftest_compare.py --summarize, from a trimmed sample of its
+ * full tables): for each case, the row covering the case's message size in each table of the case's operation,
+ * on both processes; loopback tables and other operations left out, device names dropped, and whether the
+ * modules chose differently. */
+TEST(perftest_harness, protocol_summary_shows_the_rows_of_each_case_size)
+{
+    const std::string out = build_path("test/protocol-summary");
+    command_result r      = run_command("rm -rf " + out + " && python3 " + source_path("bench/perftest_compare.py") +
+                                        " --prefix unused --module reference=- --module ours=- --cases v122"
+                                        " --summarize " + source_path("test/data/protocols-full-sample.md") +
+                                        " --out " + out + " && cat " + out + "/protocols.md");
+    ASSERT_EQ(0, r.status) << r.output;
+    for (const char *expected :
+         {"| reference | client | tagged message by ucp_tag_send* from host memory | 5029..inf | (?) rendezvous "
+          "zero-copy read from remote | cma/memory |",
+          "| ours | client | tagged message by ucp_tag_send* from host memory | 4194305..inf | (?) rendezvous "
+          "pipeline cuda_copy, flushed write to remote, frag cuda | cuda_ipc/cuda |",
+          "| ours | server | rendezvous data fetch(multi) into cuda from host | 4194305..inf |",
+          "The modules differ."}) {
+        EXPECT_NE(std::string::npos, r.output.find(expected)) << expected << " missing in:\n" << r.output;
+    }
+    const std::string cases = r.output.substr(std::min(r.output.find("\n## "), r.output.size())); /* not the intro */
+    for (const char *absent : {"self/memory", "software emulation", "eager short", "cuda/GPU1", "00:07.0"}) {
+        EXPECT_EQ(std::string::npos, cases.find(absent)) << absent << " should not be in:\n" << cases;
+    }
+}
