@@ -14,9 +14,7 @@
 extern "C" {
 #include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
-#ifdef UCT_DMABUF_FD_INVALID
-#include <uct/api/v2/uct_v2.h> /* uct_md_query_v2: UCX 1.16 and later */
-#endif
+#include <uct/api/v2/uct_v2.h> /* uct_iface_estimate_perf; uct_md_query_v2 in UCX 1.16 and later */
 }
 
 using namespace cux_test;
@@ -110,6 +108,38 @@ TEST_F(copy, put_zcopy_every_direction)  { all_directions(op::put_zcopy, false);
 TEST_F(copy, get_zcopy_every_direction)  { all_directions(op::get_zcopy, false); }
 TEST_F(copy, put_zcopy_registered_local) { all_directions(op::put_zcopy, true, 1 << 20); }
 TEST_F(copy, get_zcopy_registered_local) { all_directions(op::get_zcopy, true, 1 << 20); }
+
+/* UCP asks each transport what a copy between two memory types would cost, and takes a failure as "not
+ * supported": cuda_copy refuses host-to-host (the CPU's job), so that UCP never routes host messages through
+ * it, and answers for every pair that has a GPU end. */
+TEST_F(copy, estimates_no_host_to_host_copy)
+{
+    const ucs_memory_type_t host = UCS_MEMORY_TYPE_HOST, cuda = UCS_MEMORY_TYPE_CUDA;
+    const std::pair<ucs_memory_type_t, ucs_memory_type_t> pairs[] = {{host, host}, {host, cuda}, {cuda, host},
+                                                                     {cuda, cuda}};
+
+    for (const auto &p : pairs) {
+        for (uct_ep_operation_t operation : {UCT_EP_OP_PUT_ZCOPY, UCT_EP_OP_GET_ZCOPY}) {
+            uct_perf_attr_t attr = {};
+            attr.field_mask = UCT_PERF_ATTR_FIELD_OPERATION | UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
+                              UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_BANDWIDTH;
+            attr.operation          = operation;
+            attr.local_memory_type  = p.first;
+            attr.remote_memory_type = p.second;
+            ucs_status_t status     = uct_iface_estimate_perf(m_iface, &attr);
+            SCOPED_TRACE(std::string(ucs_memory_type_names[p.first]) + " -> " + ucs_memory_type_names[p.second]);
+            if ((p.first == host) && (p.second == host)) {
+                EXPECT_EQ(UCS_ERR_UNSUPPORTED, status);
+            } else {
+                ASSERT_EQ(UCS_OK, status);
+                EXPECT_GT(attr.bandwidth.shared + attr.bandwidth.dedicated, 0.0);
+            }
+        }
+    }
+    uct_perf_attr_t no_types = {};
+    no_types.field_mask      = UCT_PERF_ATTR_FIELD_BANDWIDTH;
+    EXPECT_EQ(UCS_OK, uct_iface_estimate_perf(m_iface, &no_types)) << "an estimate that names no memory types";
+}
 
 /* BW and LAT "auto" (the default) report the measured host -> GPU link; an explicit value wins. */
 TEST_F(copy, reported_performance_is_measured_once_unless_configured)

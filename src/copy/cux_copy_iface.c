@@ -84,8 +84,23 @@ static uct_iface_ops_t cux_copy_iface_ops = {
     CUX_IFACE_OPS_REACHABLE(cux_copy_iface_is_reachable),
 };
 
+/* cuda_copy moves data to or from a GPU; a copy between two host buffers is the CPU's (memcpy, cma, shared
+ * memory). UCP 1.16 and later take a failed estimate for a pair of memory types as "not supported" and choose
+ * another transport; told nothing, UCP 1.22 picked cuda_copy for host rendezvous of 218 KB and more within one
+ * process, on the strength of its measured host<->GPU bandwidth. */
+static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
+{
+    const uint64_t both = UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE;
+
+    if (((perf_attr->field_mask & both) == both) && (perf_attr->local_memory_type == UCS_MEMORY_TYPE_HOST) &&
+        (perf_attr->remote_memory_type == UCS_MEMORY_TYPE_HOST)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return uct_base_iface_estimate_perf(tl_iface, perf_attr);
+}
+
 static uct_iface_internal_ops_t cux_copy_iface_internal_ops =
-        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_copy_iface_is_reachable,
+        CUX_IFACE_INTERNAL_OPS_INIT(cux_copy_iface_estimate_perf, cux_copy_iface_is_reachable,
                                     CUX_EP_CONNECTED_IF_REACHABLE);
 
 /* UCP 1.13 uses cuda_copy for copies between host and GPU memory: the host -> device link of the caller's
