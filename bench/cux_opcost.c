@@ -166,12 +166,25 @@ static void *driver_proc(const char *name, int version)
     return fn;
 }
 
+/* Makes GPU0's context current, with access to GPU1's memory; 0 where there is no such pair (one GPU, or a
+ * driver without peer access). */
+static int enter_peer_pair(CUcontext ctx0, CUcontext ctx1)
+{
+    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = driver_proc("cuCtxEnablePeerAccess", 4000);
+
+    if ((enable_peer == NULL) || (ctx0 == ctx1)) {
+        return 0;
+    }
+    cux_drv.cuCtxSetCurrent(ctx0);
+    enable_peer(ctx1, 0); /* already enabled after the first call: that error is harmless */
+    return 1;
+}
+
 /* What a peer copy costs the CPU and the copy engine, with the levers of issue #5: events against stream
  * memory operations for completion, single copies against one batched call. GPU0 -> GPU1, peer access on. */
 static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdeviceptr dst, CUcontext ctx0,
                                      CUcontext ctx1)
 {
-    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = driver_proc("cuCtxEnablePeerAccess", 4000);
     PFN_cuStreamWriteValue64_v11070 write_value = driver_proc("cuStreamWriteValue64", 11070);
     PFN_cuMemcpyBatchAsync_v13000 batch         = driver_proc("cuMemcpyBatchAsync", 13000);
     PFN_cuMemHostAlloc_v2020 host_alloc         = driver_proc("cuMemHostAlloc", 2020);
@@ -186,12 +199,10 @@ static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdevicept
     CUevent event;
     double t0;
 
-    if ((enable_peer == NULL) || (ctx0 == ctx1)) {
+    if (!enter_peer_pair(ctx0, ctx1)) {
         printf("# peer-copy levers: skipped (needs two GPUs and the real driver)\n");
         return;
     }
-    cux_drv.cuCtxSetCurrent(ctx0);
-    enable_peer(ctx1, 0);
     CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
     CHECK(cux_drv.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
 
@@ -353,7 +364,6 @@ static const char cux_copy_ptx[] =
 static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdeviceptr remote, CUcontext ctx0,
                                       CUcontext ctx1)
 {
-    PFN_cuCtxEnablePeerAccess_v4000 enable_peer           = driver_proc("cuCtxEnablePeerAccess", 4000);
     PFN_cuModuleLoadData_v2000 load_data                  = driver_proc("cuModuleLoadData", 2000);
     PFN_cuModuleGetFunction_v2000 get_function            = driver_proc("cuModuleGetFunction", 2000);
     PFN_cuLaunchKernel_v4000 launch                       = driver_proc("cuLaunchKernel", 4000);
@@ -367,12 +377,10 @@ static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdevic
     int least, greatest;
     char name[96];
 
-    if ((enable_peer == NULL) || (ctx0 == ctx1) || (load_data == NULL) || (launch == NULL)) {
+    if ((load_data == NULL) || (launch == NULL) || !enter_peer_pair(ctx0, ctx1)) {
         printf("# small-copy levers: skipped (needs two GPUs and the real driver)\n");
         return;
     }
-    cux_drv.cuCtxSetCurrent(ctx0);
-    enable_peer(ctx1, 0);
     CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
     CHECK(cux_drv.cuStreamCreate(&stream2, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
     CHECK(priority_range(&least, &greatest) == CUDA_SUCCESS, "priority range");
@@ -438,21 +446,19 @@ static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdevic
  * (issued in GPU0's context, peer access on), at the sizes of the harness's large-message cases. */
 static void measure_copy_ceilings(CUcontext ctx0, CUcontext ctx1)
 {
-    PFN_cuCtxEnablePeerAccess_v4000 enable_peer = driver_proc("cuCtxEnablePeerAccess", 4000);
     static const size_t sizes[] = {1 << 20, 16 << 20, 64 << 20, 256 << 20};
     const size_t total = 4ul << 30; /* bytes copied per size */
     CUdeviceptr src, dst;
     CUstream stream;
     double t0;
 
-    if ((enable_peer == NULL) || (ctx0 == ctx1)) {
+    if (!enter_peer_pair(ctx0, ctx1)) {
         printf("# copy ceilings: skipped (needs two GPUs and the real driver)\n");
         return;
     }
     cux_drv.cuCtxSetCurrent(ctx1);
     CHECK(cux_drv.cuMemAlloc(&dst, sizes[3]) == CUDA_SUCCESS, "ceiling buffer on GPU1");
     cux_drv.cuCtxSetCurrent(ctx0);
-    enable_peer(ctx1, 0);
     CHECK(cux_drv.cuMemAlloc(&src, sizes[3]) == CUDA_SUCCESS, "ceiling buffer on GPU0");
     CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
     for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
