@@ -380,14 +380,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", required=True, help="UCX installation whose ucx_perftest is used")
     ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]",
-                    help="module to compare, with optional environment for its runs; the first is the reference")
+                    help="module to compare, with optional environment for its runs (a value cannot hold a comma; "
+                         "UCX_TLS=^cuda can); the first is the reference")
     ap.add_argument("--cases", default="copy", help="comma-separated case sets: " + ", ".join(sorted(CASE_SETS)))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
     ap.add_argument("--cpus", default="1,3", help="cores for server,client ('' for no binding)")
     ap.add_argument("--proto-info", action="store_true",
-                    help="run the first repeat with UCX_PROTO_INFO=y and write the protocols UCP chose to "
-                         "protocols.md (UCX 1.16 and later)")
+                    help="run the first repeat with UCX_PROTO_INFO=y: protocols.md says which protocol each case "
+                         "used, protocols-full.md holds every table UCX printed (UCX 1.16 and later)")
     ap.add_argument("--summarize", metavar="PROTOCOLS_FULL_MD",
                     help="only write OUT/protocols.md from the tables of an earlier run's protocols-full.md (with "
                          "--cases and --module as in that run)")
