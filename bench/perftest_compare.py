@@ -41,6 +41,19 @@ IPC_BW_CASES = [
     ("tag_bw cuda 256MB GPU0->GPU1", "tag_bw", 256 * MB, "cuda", 40, 4, IPC_TLS, None),
 ]
 
+IPC_RMA_CASES = [
+        ("ucp_put_bw cuda 1MB GPU0->GPU1", "ucp_put_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+        ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
+        ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+]
+
+# Both processes on GPU0: two processes time-slice one GPU.
+ONE_GPU_HOST_CASES = [
+        ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
+        ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
+]
+
 CASE_SETS = {
     "copy": [
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
@@ -54,11 +67,7 @@ CASE_SETS = {
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
         ("tag_lat cuda 64KB GPU0<->GPU1", "tag_lat", 64 * KB, "cuda", 2000, 200, IPC_TLS, None),
         ("tag_lat cuda 1MB GPU0<->GPU1", "tag_lat", MB, "cuda", 500, 50, IPC_TLS, None),
-    ] + IPC_BW_CASES + [
-        ("ucp_put_bw cuda 1MB GPU0->GPU1", "ucp_put_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
-        ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
-        ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
-        ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+    ] + IPC_BW_CASES + IPC_RMA_CASES + [
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
         ("tag_bw cuda->host 16MB", "tag_bw", 16 * MB, "cuda,host", 40, 4, COPY_TLS, (0, 0)),
         ("tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 10000, 1000, COPY_TLS, (0, 0)),
@@ -73,11 +82,7 @@ CASE_SETS = {
     # GPU1), the one-GPU placement its own rows, and a run with shared memory off (as between hosts without RDMA).
     "v122": [
         ("tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 10000, 1000, IPC_TLS, None),
-    ] + IPC_BW_CASES + [
-        ("ucp_put_bw cuda 1MB GPU0->GPU1", "ucp_put_bw", MB, "cuda", 1000, 100, IPC_TLS, None),
-        ("ucp_put_bw cuda 64MB GPU0->GPU1", "ucp_put_bw", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
-        ("ucp_get cuda 1MB GPU0->GPU1", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, None),
-        ("ucp_get cuda 64MB GPU0->GPU1", "ucp_get", 64 * MB, "cuda", 100, 10, IPC_TLS, None),
+    ] + IPC_BW_CASES + IPC_RMA_CASES + [
         # users name both transports; UCP 1.22 then stages host data through GPU memory
         ("tag_bw host->cuda 16MB GPU0,GPU1", "tag_bw", 16 * MB, "host,cuda", 40, 4, IPC_TLS, (0, 1)),
         ("tag_bw cuda->host 16MB GPU0,GPU1", "tag_bw", 16 * MB, "cuda,host", 40, 4, IPC_TLS, (0, 1)),
@@ -90,15 +95,9 @@ CASE_SETS = {
          (0, 1)),
         ("tcp: tag_bw cuda 16MB GPU0->GPU1", "tag_bw", 16 * MB, "cuda", 40, 4, TCP_TLS, (0, 1)),
         ("tcp: tag_lat cuda 8B GPU0<->GPU1", "tag_lat", 8, "cuda", 5000, 500, TCP_TLS, (0, 1)),
-        ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
-        ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
-    ],
+    ] + ONE_GPU_HOST_CASES,
     # Issue 12's stretch: two processes on one GPU (run it once as it is, once with the MPS daemon started).
-    "one-gpu": [
-        ("one GPU: tag_lat cuda 8B", "tag_lat", 8, "cuda", 2000, 200, IPC_TLS, (0, 0)),
-        ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
-        ("one GPU: tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
-    ],
+    "one-gpu": [("one GPU: tag_lat cuda 8B", "tag_lat", 8, "cuda", 2000, 200, IPC_TLS, (0, 0))] + ONE_GPU_HOST_CASES,
     # Host memory only, with the CUDA transports enabled: what they change for messages that never touch a GPU
     # (compare with a module entry whose UCX_TLS is ^cuda).
     "host": [
@@ -256,7 +255,9 @@ def write_protocols(path, cases, modules, proto, env):
 def read_protocols(path):
     """The tables of a protocols-full.md: {(case name, module): {"client": [lines], "server": [lines]}}."""
     proto, key, side, lines = {}, None, None, None
-    for line in open(path).read().splitlines():
+    with open(path) as f:
+        text = f.read()
+    for line in text.splitlines():
         m = re.match(r"^## (.*), ([^,]+)$", line)
         if m:
             key = (m.group(1), m.group(2))
