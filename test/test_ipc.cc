@@ -14,6 +14,7 @@ extern "C" {
 #include "ipc/cux_ipc_rkey.h"
 #include "ipc/cux_ipc_cache.h"
 #include "ipc/cux_ipc_md.h"
+#include "ipc/cux_ipc_import.h"
 }
 
 using namespace cux_test;

@@ -3,6 +3,7 @@
  * cuda_ipc endpoint: see cux_ipc_ep.h.
  */
 #include "cux_ipc_ep.h"
+#include "cux_ipc_import.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
@@ -22,7 +23,7 @@ static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
      * cache happens to evict them (mappings still in use go at their last release). */
     if (ucs_sys_get_proc_create_time(self->remote_pid) != self->keepalive.start_time) {
         ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->remote_pid);
-        cux_ipc_cache_purge_pid(&cux_ipc_cache, self->remote_pid);
+        cux_ipc_import_forget_peer(self->remote_pid);
     }
 }
 
@@ -43,7 +44,7 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
 
 static void cux_ipc_region_release(void *arg)
 {
-    cux_ipc_cache_put(&cux_ipc_cache, arg);
+    cux_ipc_import_put(arg);
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
@@ -101,7 +102,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
 
-    status = cux_ipc_cache_get(&cux_ipc_cache, key, device, &region);
+    status = cux_ipc_import_get(ukey, device, &region);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -114,7 +115,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
                           (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
                           cux_ipc_region_release, region);
     if (status != UCS_INPROGRESS) {
-        cux_ipc_cache_put(&cux_ipc_cache, region);
+        cux_ipc_import_put(region);
     }
     return status;
 }

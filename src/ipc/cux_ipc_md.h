@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_ipc memory domain (component "cuda_ipc"): registers GPU memory by exporting a legacy IPC handle of its
- * allocation, packs it into a remote key with what the importer needs to check it, and holds the
- * process-wide mapping cache configuration.
+ * cuda_ipc memory domain (component "cuda_ipc"), exporting side: registers GPU memory by exporting a handle of
+ * its allocation and packs it into a remote key with what the importer needs to check it. The importing side
+ * (unpacking peers' keys, mapping their memory) is cux_ipc_import.h.
  */
 #ifndef CUX_IPC_MD_H_
 #define CUX_IPC_MD_H_
 
 #include "compat/cux_ucx_compat.h"
-#include "cux_ipc_cache.h"
+#include "cux_ipc_rkey.h"
 
 #include <ucs/type/spinlock.h>
 #include <sys/types.h>
@@ -18,10 +18,6 @@
 #define CUX_IPC_CONFIG_PREFIX  "CUDA_IPC_"
 
 extern uct_component_t cux_ipc_component;
-
-/* Mappings of other processes' memory, shared by every cuda_ipc interface of the process: a handle can be
- * opened only once per context. */
-extern cux_ipc_cache_t cux_ipc_cache;
 
 typedef struct cux_ipc_md_config {
     uct_md_config_t super;
@@ -47,16 +43,5 @@ typedef struct cux_ipc_md {
     ucs_spinlock_t  memo_lock;                    /* the memo, and keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
 } cux_ipc_md_t;
-
-/* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
- * unpack, rather than on every operation. */
-typedef struct cux_ipc_unpacked_rkey {
-    cux_ipc_rkey_t key;
-    int            peer_device;   /* local ordinal of the device owning the buffer, -1 if not visible here */
-} cux_ipc_unpacked_rkey_t;
-
-/* For tests: the cache's counters. */
-void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
-                            unsigned long *misses, unsigned long *stale, unsigned long *evictions);
 
 #endif

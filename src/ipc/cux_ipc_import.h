@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc, importing side: what this process does with another process's memory. It checks the remote keys
+ * peers send (unpack), maps the allocations they name into a local device's address space, and owns the
+ * process-wide cache of those mappings (a handle can be opened only once per context, and opening one costs
+ * about a millisecond). The endpoint asks it for a mapping and gives it back when its copy is done.
+ */
+#ifndef CUX_IPC_IMPORT_H_
+#define CUX_IPC_IMPORT_H_
+
+#include "cux_ipc_cache.h"
+#include "compat/cux_ucx_compat.h"
+
+/* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
+ * unpack, rather than on every operation. */
+typedef struct cux_ipc_unpacked_rkey {
+    cux_ipc_rkey_t key;
+    int            peer_device;   /* local ordinal of the device owning the buffer, -1 if not visible here */
+} cux_ipc_unpacked_rkey_t;
+
+/* Mappings of other processes' memory, shared by every cuda_ipc interface of the process. */
+extern cux_ipc_cache_t cux_ipc_cache;
+
+/* A memory domain opens (and sets the cache's bounds: the last one opened wins) or closes; the last to close
+ * empties the cache. */
+void cux_ipc_import_attach(int cache_enable, unsigned long max_regions, size_t max_size);
+void cux_ipc_import_detach(void);
+
+/* rkey_unpack and rkey_release of the cuda_ipc component. */
+ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
+                                        void **handle_p);
+ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
+
+/* The mapping of the key's allocation on a local device, mapped on a miss; held until cux_ipc_import_put. */
+ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_region_t **region_p);
+void cux_ipc_import_put(cux_ipc_region_t *region);
+
+/* A peer is gone: give back the GPU memory its mappings hold (those in use go at their last release). */
+void cux_ipc_import_forget_peer(int32_t pid);
+
+/* For tests: the cache's counters. */
+void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
+                            unsigned long *misses, unsigned long *stale, unsigned long *evictions);
+
+#endif
