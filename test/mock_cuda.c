@@ -968,6 +968,10 @@ static CUresult m_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdevice
 {
     mock_alloc_t *a;
 
+    if (mock_injected("cuMemGetAddressRange", CUDA_ERROR_NOT_SUPPORTED) != CUDA_SUCCESS) {
+        return CUDA_ERROR_NOT_SUPPORTED; /* audit: a driver that does not report an imported mapping's range */
+    }
+
     pthread_mutex_lock(&mock_lock);
     a = mock_find(p);
     if ((a == NULL) || (a->device < 0)) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -982,4 +983,233 @@ TEST_F(ipc_transport, invalidating_a_registration_completes)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_md_mem_dereg_v2(m_md, &params));
     params.flags = 0;
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
+}
+
+/* ---------------------------------------------------------------- security review probes (2026-12-01) */
+
+namespace {
+/* An endpoint of m_iface to the device and interface address in a peer's greeting. */
+uct_ep_h audit_ep(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
+{
+    uct_ep_params_t params = {};
+    uct_ep_h ep            = nullptr;
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface;
+    params.dev_addr   = (const uct_device_addr_t*)dev_addr;
+    params.iface_addr = (const uct_iface_addr_t*)iface_addr;
+    return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
+}
+} // namespace
+
+/* A legacy key re-sealed with the endpoint peer's pid but carrying the IPC handle of a third process: the
+ * pid check in cux_ipc_ep_zcopy compares only the key's pid field, the handle opens whatever it names. */
+TEST_F(ipc_transport, audit_legacy_handle_of_a_third_process_passes_the_endpoint_binding)
+{
+    ipc_peer third;
+    ASSERT_TRUE(third.alive());
+    ASSERT_EQ(0, third.greeting().status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = 501; req.d = alloc_legacy;
+    peer_msg reply = third.call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    cux_ipc_rkey_t forged;
+    memcpy(&forged, reply.blob, sizeof(forged));
+    ASSERT_EQ(third.pid(), forged.pid);
+    forged.pid = m_peer->pid(); /* what the endpoint's peer would put in a key it forges */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+
+    buffer local(buf_kind::cuda0, 4096);
+    local.write(std::vector<uint8_t>(4096, 0xa5));
+    ucs_status_t get  = zcopy(false, local.ptr(), 4096, reply.a, bundle.rkey);
+    bool read_third   = (local.read() == pattern(501, 4096));
+    local.write(pattern(502, 4096));
+    ucs_status_t put  = zcopy(true, local.ptr(), 4096, reply.a, bundle.rkey);
+    peer_msg check    = {};
+    check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 502;
+    bool wrote_third  = (third.call(check).status == 0);
+    printf("AUDIT third-process handle on the endpoint to pid %d (handle of pid %d): get -> %s (read the third "
+           "process's data: %s), put -> %s (third process's buffer overwritten: %s)\n", m_peer->pid(), third.pid(),
+           ucs_status_string(get), read_third ? "yes" : "no", ucs_status_string(put), wrote_third ? "yes" : "no");
+    EXPECT_FALSE(read_third) << "a key naming the endpoint's peer read another process's memory";
+    EXPECT_FALSE(wrote_third) << "a key naming the endpoint's peer wrote another process's memory";
+    uct_rkey_release(m_component, &bundle);
+    req = {};
+    req.op = peer_op::free; req.a = reply.a;
+    third.call(req);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+}
+
+/* The pid in the interface address is the peer's own claim: an address naming another local process of our user
+ * (the victim) makes is_reachable true, and the endpoint then takes VMM descriptors from the victim. */
+TEST_F(ipc_transport, audit_an_address_naming_another_process_directs_the_vmm_import_at_it)
+{
+    ipc_peer victim;
+    ASSERT_TRUE(victim.alive());
+    ASSERT_EQ(0, victim.greeting().status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 2 << 20; req.b = 0; req.c = 601; req.d = alloc_vmm_fd;
+    peer_msg reply = victim.call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    cux_ipc_rkey_t key;
+    memcpy(&key, reply.blob, sizeof(key));
+    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+
+    /* the address the sending peer advertises: its own device address, an interface address with the victim's pid */
+    std::vector<uint8_t> addr(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
+    int32_t victim_pid = victim.pid();
+    memcpy(addr.data() + m_hello.a, &victim_pid, sizeof(victim_pid));
+    int reachable = uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)addr.data(),
+                                           (const uct_iface_addr_t*)(addr.data() + m_hello.a));
+    uct_ep_h ep = audit_ep(m_iface, addr.data(), addr.data() + m_hello.a);
+    ASSERT_NE(nullptr, ep);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &key, &bundle));
+
+    buffer local(buf_kind::cuda0, 4096);
+    local.write(pattern(602, 4096));
+    uct_iov_t iov = {local.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion comp;
+    ucs_status_t put = uct_ep_put_zcopy(ep, &iov, 1, reply.a, bundle.rkey, &comp.comp);
+    put              = (put == UCS_INPROGRESS) ? wait(&comp.comp) : put;
+    peer_msg check   = {};
+    check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 602;
+    bool wrote = (victim.call(check).status == 0);
+    printf("AUDIT address naming pid %d (sent by pid %d): reachable %d, put into the victim's VMM buffer through "
+           "pidfd_getfd -> %s, victim's buffer overwritten: %s; key dev/ino %llu/%llu\n", victim_pid, m_peer->pid(),
+           reachable, ucs_status_string(put), wrote ? "yes" : "no", (unsigned long long)key.export_dev,
+           (unsigned long long)key.export_ino);
+    EXPECT_FALSE(wrote) << "an endpoint whose address named another process wrote that process's memory";
+    uct_rkey_release(m_component, &bundle);
+    uct_ep_destroy(ep);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, victim_pid);
+    req = {};
+    req.op = peer_op::free; req.a = reply.a;
+    victim.call(req);
+}
+
+/* Finding 7 revisited: the retry after an out-of-memory mapping releases "as much as the new mapping needs", and
+ * the need is the key's claimed length. One VMM key claiming 1 PB (reserve fails with out of memory) from one
+ * peer unmaps every unused mapping of the device, here those of another peer. */
+TEST_F(ipc_transport, audit_a_forged_vmm_length_evicts_other_peers_mappings)
+{
+    ipc_peer other;
+    ASSERT_TRUE(other.alive());
+    peer_msg hello = other.greeting();
+    ASSERT_EQ(0, hello.status);
+    uct_ep_h ep2 = audit_ep(m_iface, hello.blob, hello.blob + hello.a);
+    ASSERT_NE(nullptr, ep2);
+    buffer local(buf_kind::cuda0, 65536);
+    std::vector<std::pair<uint64_t, uct_rkey_bundle_t>> bufs;
+    for (int i = 0; i < 8; ++i) {
+        peer_msg req = {};
+        req.op = peer_op::alloc; req.a = 65536; req.b = 0; req.c = 700 + i; req.d = alloc_legacy;
+        peer_msg reply = other.call(req);
+        ASSERT_EQ(UCS_OK, reply.status);
+        uct_rkey_bundle_t b;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &b));
+        bufs.push_back({reply.a, b});
+        uct_iov_t iov = {local.ptr(), 65536, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t st = uct_ep_get_zcopy(ep2, &iov, 1, reply.a, b.rkey, &comp.comp);
+        ASSERT_EQ(UCS_OK, (st == UCS_INPROGRESS) ? wait(&comp.comp) : st);
+    }
+    counters before = cache();
+
+    remote_buf vmm = remote_alloc(2 << 20, 0, 7, alloc_vmm_fd);
+    ASSERT_NE(0u, vmm.addr);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)vmm.rkey.rkey;
+    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, forged.kind);
+    forged.length = 1ull << 50;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    ucs_status_t st = zcopy(false, local.ptr(), 4096, vmm.addr, bundle.rkey);
+    counters after = cache();
+    printf("AUDIT forged VMM length from pid %d: get -> %s; cached mappings %lu -> %lu, evictions +%lu (another "
+           "peer, pid %d, had 8 unused mappings)\n", m_peer->pid(), ucs_status_string(st), before.regions,
+           after.regions, after.evictions - before.evictions, other.pid());
+    EXPECT_EQ(before.regions, after.regions) << "one forged key unmapped other peers' mappings";
+    uct_rkey_release(m_component, &bundle);
+    for (auto &b : bufs) {
+        uct_rkey_release(m_component, &b.second);
+    }
+    uct_ep_destroy(ep2);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, other.pid());
+    remote_free(vmm);
+}
+
+/* Finding 1 revisited: cux_ipc_check_mapped_length accepts the key's length when cuMemGetAddressRange fails on the
+ * imported mapping (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange, a switch this probe adds). The claimed length then
+ * makes remote_addr an offset into the importer's own address space past the mapping. */
+TEST_F(ipc_transport, audit_length_check_fails_open_when_the_range_query_fails)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "needs the mock driver's error injection";
+    }
+    const size_t page = 4096;
+    uint8_t *victim   = (uint8_t*)mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, (void*)victim);
+    memset(victim, 0x11, page);
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+    forged.length = 1ull << 40;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    buffer local(buf_kind::cuda0, 64);
+
+    setenv("MOCK_CUDA_FAIL", "cuMemGetAddressRange", 1);
+    ucs_status_t first = zcopy(false, local.ptr(), 64, rb.addr, bundle.rkey); /* maps with the claimed length */
+    unsetenv("MOCK_CUDA_FAIL");
+    uintptr_t mapped = 0;
+    pthread_mutex_lock(&cux_ipc_cache.lock);
+    for (unsigned i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
+        for (cux_ipc_region_t *r = cux_ipc_cache.buckets[i]; r != NULL; r = r->next) {
+            if ((r->base == rb.addr) && (r->length == forged.length)) {
+                mapped = (uintptr_t)r->mapped;
+            }
+        }
+    }
+    pthread_mutex_unlock(&cux_ipc_cache.lock);
+    ucs_status_t write = UCS_ERR_NO_ELEM;
+    if ((first == UCS_OK) && (mapped != 0) && ((uintptr_t)victim > mapped)) {
+        local.write(std::vector<uint8_t>(64, 0xee));
+        write = zcopy(true, local.ptr(), 64, rb.addr + ((uintptr_t)victim - mapped), bundle.rkey);
+    }
+    printf("AUDIT length check with a failing range query: 4 KB buffer, key claims 1 TB: first get -> %s, mapping "
+           "at %p, victim page at %p (+%zu), put at that offset -> %s, victim[0] = 0x%02x (was 0x11)\n",
+           ucs_status_string(first), (void*)mapped, (void*)victim, (size_t)((uintptr_t)victim - mapped),
+           ucs_status_string(write), victim[0]);
+    EXPECT_NE(UCS_OK, first) << "a key claiming more than its allocation was mapped";
+    EXPECT_EQ(0x11, victim[0]) << "the importer's own memory was written through a forged length";
+    uct_rkey_release(m_component, &bundle);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+    remote_free(rb);
+    munmap(victim, page);
+}
+
+/* fork(): key packing fails in the child so that no key names the parent, but the interface address still does. */
+TEST_F(ipc_transport, audit_a_forked_child_advertises_the_parents_pid)
+{
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    const pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        std::vector<uint8_t> addr(attr.iface_addr_len);
+        ucs_status_t st = uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data());
+        int32_t pid;
+        memcpy(&pid, addr.data(), sizeof(pid));
+        _exit((st == UCS_OK) ? ((pid == parent) ? 1 : 0) : 2);
+    }
+    int wst = 0;
+    ASSERT_EQ(child, waitpid(child, &wst, 0));
+    printf("AUDIT forked child: uct_iface_get_address -> %s\n",
+           !WIFEXITED(wst) ? "child died" : (WEXITSTATUS(wst) == 1) ? "UCS_OK with the parent's pid" :
+           (WEXITSTATUS(wst) == 0) ? "UCS_OK with another pid" : "an error");
+    EXPECT_NE(1, WEXITSTATUS(wst)) << "the child advertises the parent's pid";
 }
