@@ -11,6 +11,8 @@
 #include "base/cux_device.h"
 #include "base/cux_ptr.h"
 #include "ipc/cux_ipc_rkey.h"
+#include "ipc/cux_ipc_proof.h"
+#include "ipc/cux_ipc_import.h"
 
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
@@ -19,6 +21,8 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <string.h>
 #include <time.h>
@@ -68,8 +72,12 @@ typedef struct {
     uct_ep_h        ep;
 } transport_t;
 
+static const char opcost_no_ep[1];
+
+/* An interface of tl, and an endpoint to peer_addr (device address, then interface address at byte 64) or,
+ * where it is NULL, to the interface itself; with peer_addr opcost_no_ep, no endpoint. */
 static void open_transport(const char *cmpt_name, const char *tl, ucs_async_context_t *async, transport_t *t,
-                           const char *config_name, const char *config_value)
+                           const char *config_name, const char *config_value, const char *peer_addr)
 {
     uct_component_h *components;
     uct_md_config_t *md_config;
@@ -116,6 +124,13 @@ static void open_transport(const char *cmpt_name, const char *tl, ucs_async_cont
     CHECK(uct_iface_query(t->iface, &attr) == UCS_OK, "iface query");
     uct_iface_get_device_address(t->iface, (uct_device_addr_t*)dev_addr);
     uct_iface_get_address(t->iface, (uct_iface_addr_t*)iface_addr);
+    t->ep = NULL;
+    if (peer_addr == opcost_no_ep) {
+        return;
+    } else if (peer_addr != NULL) {
+        memcpy(dev_addr, peer_addr, sizeof(dev_addr));
+        memcpy(iface_addr, peer_addr + sizeof(dev_addr), sizeof(iface_addr));
+    }
     ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
     ep_params.iface      = t->iface;
     ep_params.dev_addr   = (uct_device_addr_t*)dev_addr;
@@ -480,16 +495,136 @@ static void measure_copy_ceilings(CUcontext ctx0, CUcontext ctx1)
     cux_drv.cuCtxSetCurrent(ctx0);
 }
 
+/* --- cuda_ipc: an exporting process, and the importer's costs --- */
+
+#define OPCOST_IPC_BUFFERS 16
+#define OPCOST_ADDR_LEN    128 /* device address (64 bytes), then interface address (64) */
+
+typedef struct {
+    char     addr[OPCOST_ADDR_LEN];
+    uint64_t bufs[OPCOST_IPC_BUFFERS];
+    char     keys[OPCOST_IPC_BUFFERS][256];
+} exporter_msg_t;
+
+/* The child: its own driver, OPCOST_IPC_BUFFERS registered 1 MB buffers, their keys and its address sent to
+ * the parent; it lives until the parent closes the socket. */
+static void run_exporter(int fd)
+{
+    exporter_msg_t msg = {{0}};
+    ucs_async_context_t *async;
+    transport_t t;
+    uct_mem_h memh;
+    CUcontext ctx;
+    char byte;
+
+    CHECK(cux_devices_init() == UCS_OK, "exporter: cuda devices");
+    CHECK(cux_device_ctx(0, &ctx) == UCS_OK, "exporter: ctx");
+    cux_drv.cuCtxSetCurrent(ctx);
+    CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "exporter: async");
+    open_transport("cuda_ipc", "cuda_ipc", async, &t, NULL, NULL, opcost_no_ep);
+    uct_iface_get_device_address(t.iface, (uct_device_addr_t*)msg.addr);
+    uct_iface_get_address(t.iface, (uct_iface_addr_t*)(msg.addr + 64));
+    for (int i = 0; i < OPCOST_IPC_BUFFERS; ++i) {
+        CUdeviceptr d;
+        CHECK(cux_drv.cuMemAlloc(&d, 1 << 20) == CUDA_SUCCESS, "exporter: alloc");
+        CHECK(uct_md_mem_reg(t.md, (void*)d, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK, "exporter: reg");
+        CHECK(uct_md_mkey_pack(t.md, memh, msg.keys[i]) == UCS_OK, "exporter: pack");
+        msg.bufs[i] = d;
+    }
+    CHECK(write(fd, &msg, sizeof(msg)) == sizeof(msg), "exporter: send");
+    while (read(fd, &byte, 1) > 0) {
+    }
+    _exit(0);
+}
+
+static pid_t start_exporter(int *fd_p)
+{
+    int sv[2];
+    pid_t pid;
+
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        close(sv[0]);
+        run_exporter(sv[1]);
+    }
+    close(sv[1]);
+    *fd_p = sv[0];
+    return pid;
+}
+
+static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr local, int exporter_fd)
+{
+    exporter_msg_t msg;
+    uct_rkey_bundle_t bundles[OPCOST_IPC_BUFFERS], bundle;
+    cux_ipc_iface_addr_t addr;
+    uct_md_attr_t md_attr;
+    cux_ipc_peer_t peer;
+    uct_mem_h memh;
+    char rkey_buf[256];
+    transport_t ipc;
+    double t0, first = 0;
+    size_t got = 0;
+    ssize_t n;
+
+    while ((got < sizeof(msg)) && ((n = read(exporter_fd, (char*)&msg + got, sizeof(msg) - got)) > 0)) {
+        got += n;
+    }
+    CHECK(got == sizeof(msg), "exporter's keys");
+    open_transport("cuda_ipc", "cuda_ipc", async, &ipc, NULL, NULL, msg.addr);
+
+    /* the exporting side, on our own buffer */
+    CHECK(uct_md_query(ipc.md, &md_attr) == UCS_OK, "md query");
+    MEASURE("cuda_ipc mem_reg + mem_dereg (per rendezvous)", iters / 10 + 1,
+            (uct_md_mem_reg(ipc.md, (void*)local, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh),
+             uct_md_mem_dereg(ipc.md, memh)));
+    CHECK(uct_md_mem_reg(ipc.md, (void*)local, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK, "reg");
+    MEASURE("cuda_ipc mkey_pack", iters, uct_md_mkey_pack(ipc.md, memh, rkey_buf));
+    uct_md_mem_dereg(ipc.md, memh);
+
+    /* the importing side, on the exporter's keys */
+    MEASURE("cuda_ipc rkey_unpack + rkey_release", iters,
+            (uct_rkey_unpack(ipc.component, msg.keys[0], &bundle), uct_rkey_release(ipc.component, &bundle)));
+    memcpy(&addr, msg.addr + 64, sizeof(addr));
+    MEASURE("cuda_ipc proof of the peer's address (pidfd, /proc, read-back)", iters / 10 + 1,
+            (cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO), cux_ipc_peer_close(&peer)));
+    CHECK(cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO) == UCS_OK, "peer proof");
+    printf("# the exporter's memory %s be read here: keys are proven %s\n", peer.readable ? "can" : "cannot",
+           peer.readable ? "by reading them back" : "by the pid in the driver's handle");
+    MEASURE("cuda_ipc proof of a key (read back from the exporter)", iters,
+            cux_ipc_peer_check_key(&peer, (const cux_ipc_rkey_t*)msg.keys[0]));
+    cux_ipc_peer_close(&peer);
+
+    /* the first transfer from each allocation: proof, mapping (cuIpcOpenMemHandle) and copy; then a cached one */
+    for (int i = 0; i < OPCOST_IPC_BUFFERS; ++i) {
+        CHECK(uct_rkey_unpack(ipc.component, msg.keys[i], &bundles[i]) == UCS_OK, "unpack");
+        t0 = now_ns();
+        zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[i], 8, bundles[i].rkey);
+        first += now_ns() - t0;
+    }
+    printf("%-48s %10.1f ns\n", "cuda_ipc 8 B put, first of an allocation (proof + map)", first / OPCOST_IPC_BUFFERS);
+    MEASURE("cuda_ipc 8 B put, cached mapping (no proof)", iters,
+            zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[0], 8, bundles[0].rkey));
+    for (int i = 0; i < OPCOST_IPC_BUFFERS; ++i) {
+        uct_rkey_release(ipc.component, &bundles[i]);
+    }
+    close_transport(&ipc);
+    cux_ipc_import_forget_peer(addr.pid);
+}
+
 int main(int argc, char **argv)
 {
     unsigned iters = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
     int peer_dev   = 0;
     CUdeviceptr d0, d1, d0b;
     ucs_async_context_t *async;
-    transport_t copy, ipc;
+    transport_t copy;
     CUcontext ctx, ctx1;
     char host[65536];
 
+    int exporter_fd;
+    pid_t exporter = start_exporter(&exporter_fd); /* before the driver is loaded here: a process of its own */
     CHECK(cux_devices_init() == UCS_OK, "cuda devices");
     peer_dev = (cux_device_count() > 1) ? 1 : 0;
     printf("# cux_opcost: %u iterations, %d device(s), driver %d\n", iters, cux_device_count(),
@@ -529,7 +664,7 @@ int main(int argc, char **argv)
     CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "async");
 
     /* cuda_copy: UCP 1.13 packs and unpacks GPU memory with these, one per fragment */
-    open_transport("cuda_cpy", "cuda_copy", async, &copy, "SHORT_WAIT", "block");
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, "SHORT_WAIT", "block", NULL);
     MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=block", iters,
             uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
     MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=block", iters,
@@ -537,7 +672,7 @@ int main(int argc, char **argv)
     MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=block", iters,
             uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
     close_transport(&copy);
-    open_transport("cuda_cpy", "cuda_copy", async, &copy, NULL, NULL);
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, NULL, NULL, NULL);
     MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=spin", iters,
             uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
     MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=spin", iters,
@@ -556,31 +691,11 @@ int main(int argc, char **argv)
     }
     close_transport(&copy);
 
-    /* cuda_ipc: what a rendezvous message costs on either side. A key of this very process is unreachable by
-     * design, so the unpack is measured on our key re-sealed as if it came from our parent process; copies
-     * need a real peer (ucx_perftest measures them). */
-    open_transport("cuda_ipc", "cuda_ipc", async, &ipc, NULL, NULL);
-    {
-        uct_md_attr_t md_attr;
-        uct_rkey_bundle_t bundle;
-        uct_mem_h memh;
-        char rkey_buf[256];
-
-        CHECK(uct_md_query(ipc.md, &md_attr) == UCS_OK, "md query");
-        MEASURE("cuda_ipc mem_reg + mem_dereg (per rendezvous)", iters / 10 + 1,
-                (uct_md_mem_reg(ipc.md, (void*)d1, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh),
-                 uct_md_mem_dereg(ipc.md, memh)));
-        CHECK(uct_md_mem_reg(ipc.md, (void*)d1, 1 << 20, UCT_MD_MEM_ACCESS_ALL, &memh) == UCS_OK, "reg");
-        MEASURE("cuda_ipc mkey_pack", iters, uct_md_mkey_pack(ipc.md, memh, rkey_buf));
-        ((cux_ipc_rkey_t*)rkey_buf)->pid = getppid();
-        cux_ipc_rkey_seal((cux_ipc_rkey_t*)rkey_buf);
-        CHECK(uct_rkey_unpack(ipc.component, rkey_buf, &bundle) == UCS_OK, "unpack");
-        uct_rkey_release(ipc.component, &bundle);
-        MEASURE("cuda_ipc rkey_unpack + rkey_release", iters,
-                (uct_rkey_unpack(ipc.component, rkey_buf, &bundle), uct_rkey_release(ipc.component, &bundle)));
-        uct_md_mem_dereg(ipc.md, memh);
-    }
-    close_transport(&ipc);
+    /* cuda_ipc: what a rendezvous message costs on either side, and what proving a peer costs (issue 19), with
+     * the exporter child started before the driver was loaded */
+    measure_ipc(iters, async, d1, exporter_fd);
+    close(exporter_fd);
+    waitpid(exporter, NULL, 0);
     ucs_async_context_destroy(async);
     return 0;
 }

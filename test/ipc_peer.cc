@@ -8,6 +8,7 @@
 #include <map>
 #include <csignal>
 #include <cstring>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -271,6 +272,9 @@ int ipc_peer_main(int fd)
                 reply.status = (got == pattern(msg.c, msg.b)) ? 0 : 1;
                 break;
             }
+            case peer_op::nodump:
+                reply.status = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+                break;
             case peer_op::exit:
                 _exit(0); /* like a process that simply ends: no cleanup */
             default:

@@ -12,7 +12,9 @@
 
 namespace cux_test {
 
-enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit };
+/* nodump: the peer makes itself non-dumpable (PR_SET_DUMPABLE 0): a process without CAP_SYS_PTRACE may then
+ * not read its memory nor take its descriptors, as under Yama's ptrace_scope=1 for a non-root sibling. */
+enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump };
 
 /* How the peer allocates: cuMemAlloc, or cuMemCreate with or without a POSIX fd handle type. */
 enum alloc_kind : uint64_t { alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2 };

@@ -45,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 
 #define MOCK_MAX_ALLOCS 16384
 
@@ -74,10 +76,12 @@ typedef struct {
 #define MOCK_MAX_VMM 1024
 static mock_vmm_t mock_vmm[MOCK_MAX_VMM];
 
+/* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads). */
 typedef struct {
     uint32_t magic;
-    int32_t  pid;
     int32_t  fd;
+    int32_t  pid;
+    int32_t  reserved;
     uint64_t size;
     uint64_t ino;
 } mock_ipc_handle_t;
@@ -917,9 +921,35 @@ static CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
         return CUDA_ERROR_INVALID_VALUE;
     }
     memset(handle, 0, sizeof(*handle));
-    *h = (mock_ipc_handle_t){MOCK_IPC_MAGIC, getpid(), a->fd, a->size, st.st_ino};
+    *h = (mock_ipc_handle_t){.magic = MOCK_IPC_MAGIC, .fd = a->fd, .pid = getpid(), .size = a->size,
+                             .ino = st.st_ino};
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
+}
+
+/*
+ * The driver opens a legacy handle through its kernel module, with no ptrace check; the mock opens the
+ * exporter's memfd through /proc/PID/fd, which needs one. Where CAP_SYS_PTRACE is permitted but not effective
+ * (a test that took it away to make the exporter unreadable, as Yama does to siblings), it is raised for that
+ * open only, so that the mock refuses no more than the driver would.
+ */
+static int mock_open_as_driver(const char *path)
+{
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    int fd, raised = 0;
+
+    if ((syscall(SYS_capget, &hdr, data) == 0) && (data[0].permitted & (1u << CAP_SYS_PTRACE)) &&
+        !(data[0].effective & (1u << CAP_SYS_PTRACE))) {
+        data[0].effective |= 1u << CAP_SYS_PTRACE;
+        raised = (syscall(SYS_capset, &hdr, data) == 0);
+    }
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (raised) {
+        data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        syscall(SYS_capset, &hdr, data);
+    }
+    return fd;
 }
 
 static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
@@ -945,7 +975,7 @@ static CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsi
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
     }
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", h.pid, h.fd);
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    fd = mock_open_as_driver(path);
     if (fd < 0) {
         return CUDA_ERROR_INVALID_HANDLE; /* exporter exited */
     }

@@ -7,6 +7,9 @@
 
 #include <cstring>
 #include <memory>
+#include <dirent.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +19,8 @@ extern "C" {
 #include "ipc/cux_ipc_cache.h"
 #include "ipc/cux_ipc_md.h"
 #include "ipc/cux_ipc_import.h"
+#include "ipc/cux_ipc_proof.h"
+#include <ucs/sys/sys.h>
 }
 
 using namespace cux_test;
@@ -49,7 +54,7 @@ TEST(ipc_rkey, every_corrupted_byte_is_rejected)
     for (size_t i = 0; i < sizeof(key); ++i) {
         cux_ipc_rkey_t bad = key;
         ((uint8_t*)&bad)[i] ^= 0x40;
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&bad, 7, getpid())) << "byte " << i;
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&bad, 7, getpid())) << "byte " << i;
     }
 }
 
@@ -60,8 +65,23 @@ TEST(ipc_rkey, truncated_key_is_rejected)
         cux_ipc_rkey_t cut;
         memset(&cut, 0, sizeof(cut));
         memcpy(&cut, &key, keep);
-        EXPECT_EQ(UCS_ERR_INVALID_PARAM, cux_ipc_rkey_check(&cut, 7, getpid())) << keep << " bytes";
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&cut, 7, getpid())) << keep << " bytes";
     }
+}
+
+/* UCP 1.13 aborts the importer on any unpack error but UCS_ERR_UNREACHABLE: a key of an older build of this
+ * module must be unreachable, as every other key that cannot be used. */
+TEST(ipc_rkey, key_of_an_older_format_is_unreachable)
+{
+    cux_ipc_rkey_t key = sample_key(7);
+    key.version = CUX_IPC_RKEY_VERSION - 1;
+    cux_ipc_rkey_seal(&key);
+    key.version = CUX_IPC_RKEY_VERSION - 1; /* seal writes the current version */
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+    key = sample_key(7);
+    key.kind = 7;
+    cux_ipc_rkey_seal(&key);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
 }
 
 TEST(ipc_rkey, key_of_another_host_is_unreachable)
@@ -96,7 +116,7 @@ struct fake_driver {
     int      capacity = 0; /* most mappings open at once, 0 for no limit */
     uint64_t next   = 0x100000;
 
-    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
+    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p)
     {
         fake_driver *d = (fake_driver*)arg;
         if (d->fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
@@ -129,10 +149,10 @@ protected:
         return k;
     }
 
-    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0)
+    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0, uint64_t owner = 1)
     {
         cux_ipc_region_t *r = nullptr;
-        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, device, &r));
+        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, device, nullptr, owner, &r));
         return r;
     }
 
@@ -300,8 +320,35 @@ TEST_F(ipc_cache, map_failure_is_reported_and_retried_after_freeing_unused)
     m_drv.fail = 1;
     cux_ipc_region_t *r;
     auto k = key(1, 0x2000, 2);
-    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, &r));
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, nullptr, 1, &r));
     EXPECT_EQ(0, m_drv.mapped) << "unused mappings were not released before the retry";
+}
+
+/* Review 2: the retry after a failed mapping released unused mappings "as much as the new one needs", by the
+ * key's claimed length: one key claiming more than every unused mapping holds emptied the device's cache for a
+ * mapping that could never succeed. Now nothing is released when it cannot help. */
+TEST_F(ipc_cache, a_mapping_that_releasing_cannot_help_releases_nothing)
+{
+    for (uint64_t i = 0; i < 8; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+    }
+    m_drv.fail = 1;
+    cux_ipc_region_t *r;
+    auto huge = key(2, 0x100000, 9, 1ull << 50);
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &huge, 0, nullptr, 1, &r));
+    EXPECT_EQ(8, m_drv.mapped) << "another peer's mappings were released for a mapping they could not make room for";
+    EXPECT_EQ(0ul, m_cache.stats.evictions);
+}
+
+/* A pid reused by a new process that presents a key of the same allocation is another owner: not served the
+ * mapping of the process that held that pid before. */
+TEST_F(ipc_cache, a_new_process_with_a_reused_pid_is_not_served_the_old_mapping)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_cache_put(&m_cache, get(k, 0, 100));
+    cux_ipc_region_t *r = get(k, 0, 200);
+    EXPECT_EQ(2, m_drv.opens);
+    cux_ipc_cache_put(&m_cache, r);
 }
 
 /* ---------------------------------------------------------------- two processes */
@@ -468,7 +515,8 @@ TEST_F(ipc_transport, a_key_claiming_more_than_its_allocation_is_refused)
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
     buffer local(buf_kind::cuda0, 4096);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(false, local.ptr(), 4096, rb.addr + 65536, bundle.rkey));
+    /* the peer holds no such key: the proof fails before anything is mapped */
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, rb.addr + 65536, bundle.rkey));
     uct_rkey_release(m_component, &bundle);
     /* the true key still works */
     round_trip(local, rb, 4096, 61);
@@ -486,8 +534,8 @@ TEST_F(ipc_transport, a_key_naming_another_process_is_refused_on_this_endpoint)
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
     buffer local(buf_kind::cuda0, 4096);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(false, local.ptr(), 4096, rb.addr, bundle.rkey));
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, zcopy(true, local.ptr(), 4096, rb.addr, bundle.rkey));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, rb.addr, bundle.rkey));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), 4096, rb.addr, bundle.rkey));
     uct_rkey_release(m_component, &bundle);
     remote_free(rb);
 }
@@ -606,7 +654,7 @@ TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
 
     std::vector<uint8_t> bad(reply.blob, reply.blob + sizeof(cux_ipc_rkey_t));
     bad[20] ^= 1;
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rkey_unpack(m_component, bad.data(), &bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, bad.data(), &bundle));
 
     cux_ipc_rkey_t foreign;
     memcpy(&foreign, reply.blob, sizeof(foreign));
@@ -615,7 +663,7 @@ TEST_F(ipc_transport, corrupt_or_foreign_rkey_is_rejected)
     EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, &foreign, &bundle));
 
     std::vector<uint8_t> zeros(sizeof(cux_ipc_rkey_t), 0);
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, uct_rkey_unpack(m_component, zeros.data(), &bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, zeros.data(), &bundle));
 }
 
 TEST_F(ipc_transport, gpus_without_peer_access_are_refused_clearly)
@@ -985,11 +1033,11 @@ TEST_F(ipc_transport, invalidating_a_registration_completes)
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
 }
 
-/* ---------------------------------------------------------------- security review probes (2026-12-01) */
+/* ---------------------------------------------------------------- review 2: keys prove where they came from */
 
 namespace {
-/* An endpoint of m_iface to the device and interface address in a peer's greeting. */
-uct_ep_h audit_ep(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
+/* An endpoint of m_iface to the device and interface address in a peer's greeting; nullptr if refused. */
+uct_ep_h ep_to(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
 {
     uct_ep_params_t params = {};
     uct_ep_h ep            = nullptr;
@@ -999,11 +1047,17 @@ uct_ep_h audit_ep(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *ifa
     params.iface_addr = (const uct_iface_addr_t*)iface_addr;
     return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
 }
+
+template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t iface_offset, size_t field, T value)
+{
+    memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
+}
 } // namespace
 
-/* A legacy key re-sealed with the endpoint peer's pid but carrying the IPC handle of a third process: the
- * pid check in cux_ipc_ep_zcopy compares only the key's pid field, the handle opens whatever it names. */
-TEST_F(ipc_transport, audit_legacy_handle_of_a_third_process_passes_the_endpoint_binding)
+/* Probe 2 of the review: a key re-sealed with the endpoint peer's pid but carrying a third process's legacy
+ * handle read and wrote the third process's buffer (only the key's pid field was compared). The peer holds no
+ * such key, and the handle names another exporter: refused. */
+TEST_F(ipc_transport, a_third_processs_handle_in_a_key_with_the_peers_pid_is_refused)
 {
     ipc_peer third;
     ASSERT_TRUE(third.alive());
@@ -1029,9 +1083,8 @@ TEST_F(ipc_transport, audit_legacy_handle_of_a_third_process_passes_the_endpoint
     peer_msg check    = {};
     check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 502;
     bool wrote_third  = (third.call(check).status == 0);
-    printf("AUDIT third-process handle on the endpoint to pid %d (handle of pid %d): get -> %s (read the third "
-           "process's data: %s), put -> %s (third process's buffer overwritten: %s)\n", m_peer->pid(), third.pid(),
-           ucs_status_string(get), read_third ? "yes" : "no", ucs_status_string(put), wrote_third ? "yes" : "no");
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, get);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, put);
     EXPECT_FALSE(read_third) << "a key naming the endpoint's peer read another process's memory";
     EXPECT_FALSE(wrote_third) << "a key naming the endpoint's peer wrote another process's memory";
     uct_rkey_release(m_component, &bundle);
@@ -1041,13 +1094,16 @@ TEST_F(ipc_transport, audit_legacy_handle_of_a_third_process_passes_the_endpoint
     cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
 }
 
-/* The pid in the interface address is the peer's own claim: an address naming another local process of our user
- * (the victim) makes is_reachable true, and the endpoint then takes VMM descriptors from the victim. */
-TEST_F(ipc_transport, audit_an_address_naming_another_process_directs_the_vmm_import_at_it)
+/* Probe 1 of the review: the pid in an interface address is the sender's claim; an address naming another
+ * local process (the victim) was reachable, and the endpoint took VMM descriptors from the victim. An address
+ * is now proven by the process it names: neither the victim's pid alone nor the victim's pid and start time
+ * (which /proc shows anyone) with the sender's identity record make a reachable address or an endpoint. */
+TEST_F(ipc_transport, an_address_naming_another_process_is_not_reachable)
 {
     ipc_peer victim;
     ASSERT_TRUE(victim.alive());
-    ASSERT_EQ(0, victim.greeting().status);
+    peer_msg victim_hello = victim.greeting();
+    ASSERT_EQ(0, victim_hello.status);
     peer_msg req = {};
     req.op = peer_op::alloc; req.a = 2 << 20; req.b = 0; req.c = 601; req.d = alloc_vmm_fd;
     peer_msg reply = victim.call(req);
@@ -1055,50 +1111,55 @@ TEST_F(ipc_transport, audit_an_address_naming_another_process_directs_the_vmm_im
     cux_ipc_rkey_t key;
     memcpy(&key, reply.blob, sizeof(key));
     ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
-
-    /* the address the sending peer advertises: its own device address, an interface address with the victim's pid */
-    std::vector<uint8_t> addr(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
-    int32_t victim_pid = victim.pid();
-    memcpy(addr.data() + m_hello.a, &victim_pid, sizeof(victim_pid));
-    int reachable = uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)addr.data(),
-                                           (const uct_iface_addr_t*)(addr.data() + m_hello.a));
-    uct_ep_h ep = audit_ep(m_iface, addr.data(), addr.data() + m_hello.a);
-    ASSERT_NE(nullptr, ep);
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &key, &bundle));
-
     buffer local(buf_kind::cuda0, 4096);
     local.write(pattern(602, 4096));
-    uct_iov_t iov = {local.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
-    counting_completion comp;
-    ucs_status_t put = uct_ep_put_zcopy(ep, &iov, 1, reply.a, bundle.rkey, &comp.comp);
-    put              = (put == UCS_INPROGRESS) ? wait(&comp.comp) : put;
-    peer_msg check   = {};
-    check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 602;
-    bool wrote = (victim.call(check).status == 0);
-    printf("AUDIT address naming pid %d (sent by pid %d): reachable %d, put into the victim's VMM buffer through "
-           "pidfd_getfd -> %s, victim's buffer overwritten: %s; key dev/ino %llu/%llu\n", victim_pid, m_peer->pid(),
-           reachable, ucs_status_string(put), wrote ? "yes" : "no", (unsigned long long)key.export_dev,
-           (unsigned long long)key.export_ino);
-    EXPECT_FALSE(wrote) << "an endpoint whose address named another process wrote that process's memory";
+
+    const size_t iface_at = m_hello.a; /* the greeting holds the device address, then the interface address */
+    std::vector<uint8_t> pid_only(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
+    set_addr_field(pid_only, iface_at, offsetof(cux_ipc_iface_addr_t, pid), (int32_t)victim.pid());
+    std::vector<uint8_t> with_start = pid_only;
+    set_addr_field(with_start, iface_at, offsetof(cux_ipc_iface_addr_t, start_time),
+                   (uint64_t)ucs_sys_get_proc_create_time(victim.pid()));
+
+    for (auto *addr : {&pid_only, &with_start}) {
+        SCOPED_TRACE((addr == &pid_only) ? "victim's pid" : "victim's pid and start time");
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)addr->data(),
+                                            (const uct_iface_addr_t*)(addr->data() + iface_at)));
+        uct_ep_h ep = ep_to(m_iface, addr->data(), addr->data() + iface_at);
+        EXPECT_EQ(nullptr, ep) << "an endpoint to an address its sender could not prove";
+        if (ep != nullptr) {
+            uct_iov_t iov = {local.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+            counting_completion comp;
+            ucs_status_t put = uct_ep_put_zcopy(ep, &iov, 1, reply.a, bundle.rkey, &comp.comp);
+            (void)((put == UCS_INPROGRESS) ? wait(&comp.comp) : put);
+            uct_ep_destroy(ep);
+        }
+        peer_msg check = {};
+        check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 602;
+        EXPECT_NE(0, victim.call(check).status) << "the victim's buffer was overwritten";
+    }
+    /* the victim's own, true address is reachable */
+    EXPECT_TRUE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)victim_hello.blob,
+                                       (const uct_iface_addr_t*)(victim_hello.blob + victim_hello.a)));
     uct_rkey_release(m_component, &bundle);
-    uct_ep_destroy(ep);
-    cux_ipc_cache_purge_pid(&cux_ipc_cache, victim_pid);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, victim.pid());
     req = {};
     req.op = peer_op::free; req.a = reply.a;
     victim.call(req);
 }
 
-/* Finding 7 revisited: the retry after an out-of-memory mapping releases "as much as the new mapping needs", and
- * the need is the key's claimed length. One VMM key claiming 1 PB (reserve fails with out of memory) from one
- * peer unmaps every unused mapping of the device, here those of another peer. */
-TEST_F(ipc_transport, audit_a_forged_vmm_length_evicts_other_peers_mappings)
+/* Probe 4 of the review: the retry after an out-of-memory mapping released "as much as the new mapping needs",
+ * by the key's claimed length: one VMM key claiming 1 PB unmapped every unused mapping of the device, here those
+ * of another peer. The forged length is refused by the proof now, before any mapping or eviction. */
+TEST_F(ipc_transport, a_forged_vmm_length_evicts_no_other_peers_mappings)
 {
     ipc_peer other;
     ASSERT_TRUE(other.alive());
     peer_msg hello = other.greeting();
     ASSERT_EQ(0, hello.status);
-    uct_ep_h ep2 = audit_ep(m_iface, hello.blob, hello.blob + hello.a);
+    uct_ep_h ep2 = ep_to(m_iface, hello.blob, hello.blob + hello.a);
     ASSERT_NE(nullptr, ep2);
     buffer local(buf_kind::cuda0, 65536);
     std::vector<std::pair<uint64_t, uct_rkey_bundle_t>> bufs;
@@ -1125,12 +1186,10 @@ TEST_F(ipc_transport, audit_a_forged_vmm_length_evicts_other_peers_mappings)
     cux_ipc_rkey_seal(&forged);
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
-    ucs_status_t st = zcopy(false, local.ptr(), 4096, vmm.addr, bundle.rkey);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, vmm.addr, bundle.rkey));
     counters after = cache();
-    printf("AUDIT forged VMM length from pid %d: get -> %s; cached mappings %lu -> %lu, evictions +%lu (another "
-           "peer, pid %d, had 8 unused mappings)\n", m_peer->pid(), ucs_status_string(st), before.regions,
-           after.regions, after.evictions - before.evictions, other.pid());
     EXPECT_EQ(before.regions, after.regions) << "one forged key unmapped other peers' mappings";
+    EXPECT_EQ(before.evictions, after.evictions);
     uct_rkey_release(m_component, &bundle);
     for (auto &b : bufs) {
         uct_rkey_release(m_component, &b.second);
@@ -1140,10 +1199,10 @@ TEST_F(ipc_transport, audit_a_forged_vmm_length_evicts_other_peers_mappings)
     remote_free(vmm);
 }
 
-/* Finding 1 revisited: cux_ipc_check_mapped_length accepts the key's length when cuMemGetAddressRange fails on the
- * imported mapping (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange, a switch this probe adds). The claimed length then
- * makes remote_addr an offset into the importer's own address space past the mapping. */
-TEST_F(ipc_transport, audit_length_check_fails_open_when_the_range_query_fails)
+/* Probe 3 of the review: when cuMemGetAddressRange failed on a mapping, the key's length was trusted, and a put
+ * 8 KB past a 4 KB mapping overwrote the importer's own memory. Now a mapping the driver cannot measure is
+ * refused even for a true key (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange), and a forged length never maps. */
+TEST_F(ipc_transport, a_mapping_the_driver_cannot_measure_is_refused)
 {
     if (!using_mock_driver()) {
         GTEST_SKIP() << "needs the mock driver's error injection";
@@ -1153,63 +1212,205 @@ TEST_F(ipc_transport, audit_length_check_fails_open_when_the_range_query_fails)
     ASSERT_NE(MAP_FAILED, (void*)victim);
     memset(victim, 0x11, page);
     remote_buf rb = remote_alloc(4096, 0, 1);
+    buffer local(buf_kind::cuda0, 4096);
+
+    setenv("MOCK_CUDA_FAIL", "cuMemGetAddressRange", 1);
+    ucs_status_t unmeasured = zcopy(false, local.ptr(), 64, rb.addr, rb.rkey.rkey);
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, unmeasured) << "a mapping of unknown size was used";
+    EXPECT_EQ(0u, cache().regions);
+
     cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
     forged.length = 1ull << 40;
     cux_ipc_rkey_seal(&forged);
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
-    buffer local(buf_kind::cuda0, 64);
-
     setenv("MOCK_CUDA_FAIL", "cuMemGetAddressRange", 1);
-    ucs_status_t first = zcopy(false, local.ptr(), 64, rb.addr, bundle.rkey); /* maps with the claimed length */
+    EXPECT_NE(UCS_OK, zcopy(false, local.ptr(), 64, rb.addr, bundle.rkey)) << "a key claiming 1 TB was mapped";
+    EXPECT_NE(UCS_OK, zcopy(true, local.ptr(), 64, rb.addr + ((uintptr_t)victim & 0xfffff), bundle.rkey));
     unsetenv("MOCK_CUDA_FAIL");
-    uintptr_t mapped = 0;
-    pthread_mutex_lock(&cux_ipc_cache.lock);
-    for (unsigned i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
-        for (cux_ipc_region_t *r = cux_ipc_cache.buckets[i]; r != NULL; r = r->next) {
-            if ((r->base == rb.addr) && (r->length == forged.length)) {
-                mapped = (uintptr_t)r->mapped;
-            }
-        }
-    }
-    pthread_mutex_unlock(&cux_ipc_cache.lock);
-    ucs_status_t write = UCS_ERR_NO_ELEM;
-    if ((first == UCS_OK) && (mapped != 0) && ((uintptr_t)victim > mapped)) {
-        local.write(std::vector<uint8_t>(64, 0xee));
-        write = zcopy(true, local.ptr(), 64, rb.addr + ((uintptr_t)victim - mapped), bundle.rkey);
-    }
-    printf("AUDIT length check with a failing range query: 4 KB buffer, key claims 1 TB: first get -> %s, mapping "
-           "at %p, victim page at %p (+%zu), put at that offset -> %s, victim[0] = 0x%02x (was 0x11)\n",
-           ucs_status_string(first), (void*)mapped, (void*)victim, (size_t)((uintptr_t)victim - mapped),
-           ucs_status_string(write), victim[0]);
-    EXPECT_NE(UCS_OK, first) << "a key claiming more than its allocation was mapped";
     EXPECT_EQ(0x11, victim[0]) << "the importer's own memory was written through a forged length";
     uct_rkey_release(m_component, &bundle);
+
+    round_trip(local, rb, 4096, 31); /* the true key, with a driver that measures */
     cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
     remote_free(rb);
     munmap(victim, page);
 }
 
-/* fork(): key packing fails in the child so that no key names the parent, but the interface address still does. */
-TEST_F(ipc_transport, audit_a_forked_child_advertises_the_parents_pid)
+namespace {
+long open_descriptors()
 {
+    long n   = 0;
+    DIR *dir = opendir("/proc/self/fd");
+    while ((dir != nullptr) && (readdir(dir) != nullptr)) {
+        ++n;
+    }
+    if (dir != nullptr) {
+        closedir(dir);
+    }
+    return n;
+}
+} // namespace
+
+/* Review 2: each VMM registration kept an exported descriptor of its own. UCP 1.16+ caches one registration
+ * per registered range, so many buffers of one allocation held as many descriptors. Now the registrations of an
+ * allocation share one descriptor, closed with the last of them; repeated registration leaves none. */
+TEST_F(ipc_transport, registrations_of_one_vmm_allocation_share_one_descriptor)
+{
+    size_t size = 4 << 20;
+    CUdeviceptr dptr;
+    ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size, &dptr));
+    const long before = open_descriptors();
+    std::vector<uct_mem_h> memhs;
+    for (size_t off = 0; off + 65536 <= size; off += 65536) { /* 64 ranges, as UCP's registration cache keeps */
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)(dptr + off), 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &key));
+        ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+        memhs.push_back(memh);
+    }
+    EXPECT_EQ(1u, cux_ipc_md_num_fd_exports(m_md));
+    EXPECT_EQ(before + 1, open_descriptors()) << memhs.size() << " registrations of one allocation";
+    for (uct_mem_h memh : memhs) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+    EXPECT_EQ(0u, cux_ipc_md_num_fd_exports(m_md));
+    for (int i = 0; i < 100; ++i) { /* UCP 1.13: one registration per rendezvous message */
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
+        ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+    EXPECT_EQ(before, open_descriptors());
+    EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_vmm_fd, dptr, size));
+}
+
+namespace {
+/* CAP_SYS_PTRACE out of this process's effective set while it lives (root may read any process otherwise). */
+class without_ptrace_capability {
+public:
+    without_ptrace_capability() { m_changed = set(false); }
+    ~without_ptrace_capability()
+    {
+        if (m_changed) {
+            set(true);
+        }
+    }
+
+private:
+    static bool set(bool on)
+    {
+        __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[2];
+        if (syscall(SYS_capget, &hdr, data) != 0) {
+            return false;
+        }
+        bool had = data[0].effective & (1u << CAP_SYS_PTRACE);
+        if (on) {
+            data[0].effective |= (1u << CAP_SYS_PTRACE);
+        } else {
+            data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        }
+        return (syscall(SYS_capset, &hdr, data) == 0) && (on || had);
+    }
+    bool m_changed;
+};
+} // namespace
+
+/* Where the OS does not let this process read the peer (the peer non-dumpable, CAP_SYS_PTRACE dropped: what
+ * Yama's ptrace_scope=1 does to sibling MPI ranks of a non-root user), PEER_PROOF=auto still imports legacy
+ * handles, bound to the peer by the pid the driver writes in them; VMM memory (whose descriptor cannot be
+ * taken either) and another process's handle are refused; PEER_PROOF=memory refuses the peer. */
+TEST_F(ipc_transport, a_peer_whose_memory_cannot_be_read_gets_only_driver_bound_legacy_imports)
+{
+    remote_buf legacy = remote_alloc(4096, 0, 1), vmm = remote_alloc(2 << 20, 0, 2, alloc_vmm_fd);
+    ipc_peer third;
+    ASSERT_TRUE(third.alive());
+    ASSERT_EQ(0, third.greeting().status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = 3; req.d = alloc_legacy;
+    peer_msg reply = third.call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    cux_ipc_rkey_t forged;
+    memcpy(&forged, reply.blob, sizeof(forged));
+    forged.pid = m_peer->pid();
+    forged.record = ((const cux_ipc_rkey_t*)legacy.rkey.rkey)->record; /* even a record that exists */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t forged_bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &forged_bundle));
+
+    req = {};
+    req.op = peer_op::nodump;
+    ASSERT_EQ(0, m_peer->call(req).status);
+    {
+        without_ptrace_capability scope;
+        cux_ipc_iface_addr_t addr;
+        memcpy(&addr, m_hello.blob + m_hello.a, sizeof(addr));
+        cux_ipc_peer_t peer;
+        ASSERT_EQ(UCS_OK, cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO));
+        if (peer.readable) {
+            cux_ipc_peer_close(&peer);
+            GTEST_SKIP() << "this process still reads the peer (no way to take CAP_SYS_PTRACE away here)";
+        }
+        cux_ipc_peer_close(&peer);
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_MEMORY));
+
+        destroy_ep(); /* an endpoint made now, to the peer as it is now */
+        m_ep = ep_to(m_iface, m_hello.blob, m_hello.blob + m_hello.a);
+        ASSERT_NE(nullptr, m_ep);
+        buffer local(buf_kind::cuda0, 4096);
+        cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+        round_trip(local, legacy, 4096, 11);
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, vmm.addr, vmm.rkey.rkey));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), 4096, reply.a, forged_bundle.rkey));
+        peer_msg check = {};
+        check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 3;
+        EXPECT_EQ(0, third.call(check).status) << "the third process's buffer was written";
+    }
+    uct_rkey_release(m_component, &forged_bundle);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+    remote_free(vmm);
+    remote_free(legacy);
+}
+
+/* Probe 5 of the review: after fork(), the child's uct_iface_get_address returned the parent's pid. It now
+ * advertises an identity of its own (pid, start time, secret), and closing its memory domain unmaps nothing of
+ * the parent's driver state (the mock counts mappings). */
+TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_without_driver_calls)
+{
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    buffer local(buf_kind::cuda0, 4096);
+    round_trip(local, rb, 4096, 41); /* one mapping in the cache */
     uct_iface_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
-    const pid_t parent = getpid();
+    ASSERT_EQ(sizeof(cux_ipc_iface_addr_t), attr.iface_addr_len);
+    std::vector<uint8_t> parent_addr(attr.iface_addr_len);
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)parent_addr.data()));
+    const long mappings = mock_live("mappings");
+
     fflush(stdout);
     fflush(stderr);
     pid_t child = fork();
     if (child == 0) {
+        alarm(30);
         std::vector<uint8_t> addr(attr.iface_addr_len);
-        ucs_status_t st = uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data());
-        int32_t pid;
-        memcpy(&pid, addr.data(), sizeof(pid));
-        _exit((st == UCS_OK) ? ((pid == parent) ? 1 : 0) : 2);
+        int bad = 0;
+        cux_ipc_iface_addr_t a, p;
+        bad |= (uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data()) != UCS_OK) << 0;
+        memcpy(&a, addr.data(), sizeof(a));
+        memcpy(&p, parent_addr.data(), sizeof(p));
+        bad |= (a.pid != getpid()) << 1;
+        bad |= ((a.secret == p.secret) || (a.identity == 0)) << 2;
+        uct_iface_close(m_iface);
+        uct_md_close(m_md);
+        bad |= ((mappings >= 0) && (mock_live("mappings") != mappings)) << 3;
+        _exit(bad);
     }
     int wst = 0;
     ASSERT_EQ(child, waitpid(child, &wst, 0));
-    printf("AUDIT forked child: uct_iface_get_address -> %s\n",
-           !WIFEXITED(wst) ? "child died" : (WEXITSTATUS(wst) == 1) ? "UCS_OK with the parent's pid" :
-           (WEXITSTATUS(wst) == 0) ? "UCS_OK with another pid" : "an error");
-    EXPECT_NE(1, WEXITSTATUS(wst)) << "the child advertises the parent's pid";
+    ASSERT_TRUE(WIFEXITED(wst)) << "the child was killed by signal " << WTERMSIG(wst);
+    EXPECT_EQ(0, WEXITSTATUS(wst)) << "bits: address failed, parent's pid, parent's secret, driver unmapped";
+    round_trip(local, rb, 4096, 43); /* the parent's mapping is intact */
+    remote_free(rb);
 }

@@ -222,6 +222,23 @@ TEST_F(stock_perftest, ucp_data_check_with_threads_sharing_one_worker)
     EXPECT_EQ(std::string::npos, r.output.find("not thread-safe")) << r.output;
 }
 
+/* Every cuda_ipc key UCP packs is spoiled in both processes (test/preload/spoil_keys.c): corrupt, of an older
+ * format, or no key at all. UCP 1.13 aborts an importer whose unpack fails with anything but
+ * UCS_ERR_UNREACHABLE; the module answers that for every key it cannot use, so the rendezvous carries on
+ * another way and the data arrives. */
+TEST_F(stock_perftest, ucp_rendezvous_with_spoiled_keys_completes_another_way)
+{
+    for (const char *how : {"checksum", "version", "zero"}) {
+        SCOPED_TRACE(how);
+        command_result r = ucp_check(std::string("CUX_MEMTYPE=query TEST_SPOIL_IPC_KEYS=") + how +
+                                     " LD_PRELOAD=" + build_path("test/.libs/libcux_spoil_keys.so"),
+                                     "--only 0,1 65539 1048576");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("remote key refused")) << "no key was spoiled:\n" << r.output;
+    }
+}
+
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
 TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {

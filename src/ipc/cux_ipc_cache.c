@@ -115,14 +115,24 @@ void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid)
     cux_ipc_cache_detach_all(cache, pid);
 }
 
-/* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if there were
- * none. Mappings on other devices and mappings in use stay. */
+/* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if that cannot
+ * help (they are fewer bytes than the mapping needs, or none), and then nothing is unmapped: a peer's huge
+ * allocation does not empty the cache of everyone else's mappings for a mapping that fails anyway. Mappings on
+ * other devices and mappings in use stay. */
 static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_t length)
 {
     cux_ipc_region_t *region, *tmp;
-    uint64_t released = 0;
+    uint64_t released = 0, unused = 0;
     int count         = 0;
 
+    ucs_list_for_each(region, &cache->lru, lru) {
+        unused += (region->device == device) ? region->length : 0;
+    }
+    if ((unused == 0) || (unused < length)) {
+        ucs_debug("cuda_ipc: mapping %" PRIu64 " bytes on device %d failed; unused mappings there hold %" PRIu64
+                  " bytes, too few to help: none released", length, device, unused);
+        return 0;
+    }
     ucs_list_for_each_safe(region, tmp, &cache->lru, lru) {
         if (region->device != device) {
             continue;
@@ -137,11 +147,11 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
     }
     ucs_debug("cuda_ipc: mapping %" PRIu64 " bytes on device %d failed: released %d unused mappings (%" PRIu64
               " bytes) of that device", length, device, count, released);
-    return count > 0;
+    return 1;
 }
 
-ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                               cux_ipc_region_t **region_p)
+ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
+                               uint64_t owner, cux_ipc_region_t **region_p)
 {
     cux_ipc_region_t *region;
     ucs_status_t status;
@@ -158,10 +168,8 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     }
 
     if (region != NULL) {
-        /* the handle too: a reused pid (or a forged key) must not be served another allocation's mapping */
-        if ((region->buffer_id == rkey->buffer_id) && (region->length == rkey->length) &&
-            (region->kind == rkey->kind) && (region->export_ino == rkey->export_ino) &&
-            !memcmp(&region->handle, &rkey->handle, sizeof(region->handle))) {
+        /* a reused pid, or a key of another allocation at that address, is not served this mapping */
+        if ((region->owner == owner) && cux_ipc_rkey_same_allocation(&region->key, rkey)) {
             ++cache->stats.hits;
             if (region->refcount++ == 0) {
                 ucs_list_del(&region->lru);
@@ -172,16 +180,16 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
         }
         /* Freed and re-allocated at the same address since it was mapped (or another process's key). */
         ucs_debug("cuda_ipc: pid %d 0x%" PRIx64 " is a new buffer (id %" PRIu64 ", was %" PRIu64 "): remapping",
-                  rkey->pid, rkey->base, (uint64_t)rkey->buffer_id, region->buffer_id);
+                  rkey->pid, rkey->base, (uint64_t)rkey->buffer_id, (uint64_t)region->key.buffer_id);
         ++cache->stats.stale;
         cux_ipc_cache_detach(cache, region);
     }
 
     ++cache->stats.misses;
-    status = cache->ops->map(cache->arg, rkey, device, &mapped);
+    status = cache->ops->map(cache->arg, rkey, device, peer, &mapped);
     while ((status == UCS_ERR_NO_MEMORY) && cux_ipc_cache_release_for(cache, device, rkey->length)) {
         /* out of mapping resources on this device: retry after giving back what it needs */
-        status = cache->ops->map(cache->arg, rkey, device, &mapped);
+        status = cache->ops->map(cache->arg, rkey, device, peer, &mapped);
     }
     if (status != UCS_OK) {
         pthread_mutex_unlock(&cache->lock);
@@ -198,12 +206,11 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     }
     region->kind       = rkey->kind;
     region->pid        = rkey->pid;
+    region->owner      = owner;
     region->device     = device;
     region->base       = rkey->base;
     region->length     = rkey->length;
-    region->buffer_id  = rkey->buffer_id;
-    region->handle     = rkey->handle;
-    region->export_ino = rkey->export_ino;
+    region->key        = *rkey;
     region->mapped     = mapped;
     region->refcount   = 1;
     region->next       = cache->buckets[bucket];

@@ -3,9 +3,10 @@
  * Process-wide cache of mappings of other processes' GPU allocations.
  *
  * Opening an IPC handle costs about a millisecond, so a mapping is kept after use and found again by
- * (exporting process, local device, allocation base). A hit makes no driver call. The buffer id in the key
- * tells a freed and re-allocated buffer at the same address from the one that was mapped: such a stale
- * mapping is dropped, never served. Mappings that no operation is using sit on an LRU list and are unmapped
+ * (exporting process, local device, allocation base). A hit makes no driver call and no proof: it is served
+ * only to a key of the same allocation (buffer id, length, handle, secret: cux_ipc_rkey_same_allocation) from
+ * the same process (its start time), and the key it was mapped from was proven then. A freed and re-allocated
+ * buffer at the same address is a new allocation: its stale mapping is dropped, never served. Mappings that no operation is using sit on an LRU list and are unmapped
  * when the cache exceeds its bounds (regions, bytes); mappings in use are never unmapped. With caching off a
  * mapping lives only while operations use it.
  *
@@ -24,20 +25,20 @@ typedef struct cux_ipc_region {
     struct cux_ipc_region *next;      /* hash chain */
     ucs_list_link_t       lru;        /* in cache->lru while unused */
     int32_t               pid;
+    uint64_t              owner;      /* start time of that process: a reused pid is another owner */
     int                   device;     /* local device the mapping was opened on */
     uint64_t              base;
     uint64_t              length;
-    uint64_t              buffer_id;
     int                   kind;       /* CUX_IPC_KIND_* of the key it was mapped from */
-    CUipcMemHandle        handle;     /* LEGACY: the handle it was opened from */
-    uint64_t              export_ino; /* VMM_FD: the exported descriptor's inode */
+    cux_ipc_rkey_t        key;        /* the key it was mapped from */
     void                  *mapped;    /* local address of base */
     unsigned              refcount;   /* operations using the mapping */
     int                   detached;   /* no longer in the cache: unmapped at the last release */
 } cux_ipc_region_t;
 
 typedef struct cux_ipc_cache_ops {
-    ucs_status_t (*map)(void *arg, const cux_ipc_rkey_t *rkey, int device, void **mapped_p);
+    /* peer: what the caller of cux_ipc_cache_get passed, for the proof and the import */
+    ucs_status_t (*map)(void *arg, const cux_ipc_rkey_t *rkey, int device, void *peer, void **mapped_p);
     void         (*unmap)(void *arg, const cux_ipc_region_t *region);
 } cux_ipc_cache_ops_t;
 
@@ -70,9 +71,10 @@ void cux_ipc_cache_purge(cux_ipc_cache_t *cache);
 /* The same for the mappings of one process, such as a peer that has exited. */
 void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid);
 
-/* The mapping of a remote allocation on a local device, mapped on a miss; held until cux_ipc_cache_put. */
-ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                               cux_ipc_region_t **region_p);
+/* The mapping of a remote allocation on a local device, mapped on a miss (ops->map gets peer); held until
+ * cux_ipc_cache_put. owner is the exporting process's start time. */
+ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
+                               uint64_t owner, cux_ipc_region_t **region_p);
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
 

@@ -7,24 +7,44 @@
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
+#include <string.h>
 #include <uct/base/uct_iov.inl>
 
 UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 {
+    cux_ipc_iface_t *iface = ucs_derived_of(params->iface, cux_ipc_iface_t);
+    cux_ipc_iface_addr_t addr;
+    ucs_status_t status;
+
     UCS_CLASS_CALL_SUPER_INIT(cux_ep_t, params);
-    self->remote_pid = ((const cux_ipc_iface_addr_t*)params->iface_addr)->pid;
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) || (params->iface_addr == NULL)) {
+        ucs_error("cuda_ipc: an endpoint needs the peer's interface address");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    memcpy(&addr, params->iface_addr, sizeof(addr)); /* packed by UCP: any alignment */
+    status = cux_ipc_peer_open(&self->peer, &addr, iface->pid_ns, iface->proof);
+    if (status != UCS_OK) {
+        ucs_error("cuda_ipc: the peer address (pid %d) is not proven to be its sender's: no endpoint",
+                  addr.pid);
+        return status;
+    }
     /* fails when the peer is already gone */
-    return uct_ep_keepalive_init(&self->keepalive, self->remote_pid);
+    status = uct_ep_keepalive_init(&self->keepalive, self->peer.pid);
+    if (status != UCS_OK) {
+        cux_ipc_peer_close(&self->peer);
+    }
+    return status;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
 {
     /* A peer that is gone never uses its mappings again: give back the GPU memory they hold now, not when the
      * cache happens to evict them (mappings still in use go at their last release). */
-    if (ucs_sys_get_proc_create_time(self->remote_pid) != self->keepalive.start_time) {
-        ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->remote_pid);
-        cux_ipc_import_forget_peer(self->remote_pid);
+    if (ucs_sys_get_proc_create_time(self->peer.pid) != self->keepalive.start_time) {
+        ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->peer.pid);
+        cux_ipc_import_forget_peer(self->peer.pid);
     }
+    cux_ipc_peer_close(&self->peer);
 }
 
 UCS_CLASS_DEFINE(cux_ipc_ep_t, cux_ep_t)
@@ -38,7 +58,7 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     cux_ipc_ep_t *ep = ucs_derived_of(tl_ep, cux_ipc_ep_t);
 
     CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->remote_pid, flags, comp);
+    uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->peer.pid, flags, comp);
     return UCS_OK;
 }
 
@@ -72,11 +92,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
     }
-    /* A key reaches only the process this endpoint connects to, so a key cannot name a third process (whose
-     * descriptors a VMM import would take) or make this process touch memory of another peer. */
-    if (ucs_unlikely(key->pid != ep->remote_pid)) {
-        ucs_error("cuda_ipc: remote key of pid %d used on an endpoint to pid %d", key->pid, ep->remote_pid);
-        return UCS_ERR_INVALID_PARAM;
+    /* A key reaches only the process this endpoint connects to (its memory proves the key on a cache miss;
+     * a hit needs the same process and allocation), so it cannot make this process touch another's memory. */
+    if (ucs_unlikely(key->pid != ep->peer.pid)) {
+        return cux_ipc_peer_check_key(&ep->peer, key); /* refuses it, logging once per peer */
     }
     if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {
         ucs_error("cuda_ipc: 0x%" PRIx64 "+%zu is outside the remote allocation 0x%" PRIx64 "+%" PRIu64,
@@ -102,7 +121,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
 
-    status = cux_ipc_import_get(ukey, device, &region);
+    status = cux_ipc_import_get(ukey, device, &ep->peer, &region);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }

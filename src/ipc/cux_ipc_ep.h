@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc endpoint: put/get zero-copy between this process's GPU memory and the peer process's, through a
- * cached mapping of the remote allocation. The endpoint knows its peer's pid and start time, so a peer that
- * died (or whose pid was reused) is reported by ep_check.
+ * cached mapping of the remote allocation. The endpoint exists only for a peer that proved its address
+ * (cux_ipc_proof.h) and holds a pidfd of it; keys of any other process are refused on it. A peer that died
+ * (or whose pid was reused) is reported by ep_check.
  */
 #ifndef CUX_IPC_EP_H_
 #define CUX_IPC_EP_H_
@@ -11,7 +12,7 @@
 
 typedef struct cux_ipc_ep {
     cux_ep_t             super;
-    pid_t                remote_pid;
+    cux_ipc_peer_t       peer;
     uct_keepalive_info_t keepalive;
 } cux_ipc_ep_t;
 

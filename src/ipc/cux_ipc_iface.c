@@ -41,10 +41,10 @@ static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_d
 
 static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
-    const cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+    cux_ipc_iface_addr_t own; /* UCP packs addresses byte by byte: no alignment may be assumed */
 
-    ((cux_ipc_iface_addr_t*)addr)->pid    = iface->pid;
-    ((cux_ipc_iface_addr_t*)addr)->pid_ns = iface->pid_ns;
+    cux_ipc_proof_own_address(&own, ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid_ns);
+    memcpy(addr, &own, sizeof(own));
     return UCS_OK;
 }
 
@@ -56,21 +56,31 @@ static uint64_t cux_ipc_pid_namespace(void)
     return (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
 }
 
-/* Another process of this host and of our PID namespace (GPU-to-GPU access is checked when a buffer is
- * mapped, where the devices are known). Never our own process: the driver refuses to import one's own memory,
- * and UCP would otherwise put cuda_ipc on its loopback memory-type endpoints, whose keys are not ours. */
+/* Another process of this host and of our PID namespace that proves the address is its own (cux_ipc_proof.h;
+ * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never our own process:
+ * the driver refuses to import one's own memory, and UCP would otherwise put cuda_ipc on its loopback
+ * memory-type endpoints, whose keys are not ours. */
 static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
                                    const uct_iface_addr_t *iface_addr)
 {
-    const cux_ipc_iface_t *iface     = ucs_derived_of(tl_iface, cux_ipc_iface_t);
-    const cux_ipc_iface_addr_t *addr = (const cux_ipc_iface_addr_t*)iface_addr; /* packed: any alignment */
+    const cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+    cux_ipc_iface_addr_t addr;
+    cux_ipc_peer_t peer;
     uint64_t system_id;
 
-    if ((dev_addr == NULL) || (addr == NULL)) {
+    if ((dev_addr == NULL) || (iface_addr == NULL)) {
         return 0;
     }
     memcpy(&system_id, dev_addr, sizeof(system_id));
-    return (system_id == iface->system_id) && (addr->pid_ns == iface->pid_ns) && (addr->pid != iface->pid);
+    if (system_id != iface->system_id) {
+        return 0;
+    }
+    memcpy(&addr, iface_addr, sizeof(addr));
+    if (cux_ipc_peer_open(&peer, &addr, iface->pid_ns, iface->proof) != UCS_OK) {
+        return 0;
+    }
+    cux_ipc_peer_close(&peer);
+    return 1;
 }
 
 CUX_IFACE_REACHABLE_FUNC(cux_ipc_iface_is_reachable, cux_ipc_iface_reachable)
@@ -143,8 +153,8 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_ipc_iface_ops, &cux_ipc_iface_internal_ops, md, worker, params,
                               tl_config, CUX_IPC_TL_NAME, CUX_IPC_DEV_NAME, cux_device_count() + 1);
     self->system_id     = ucs_get_system_id();
-    self->pid           = getpid();
     self->pid_ns        = cux_ipc_pid_namespace();
+    self->proof         = ucs_derived_of(md, cux_ipc_md_t)->proof;
     self->super.measure = cux_ipc_iface_measure;
     cux_async_set_max_batch(&self->super.async, config->max_batch);
     if (self->super.async.max_batch != config->max_batch) {

@@ -9,6 +9,7 @@
 #define CUX_IPC_IFACE_H_
 
 #include "cux_ipc_md.h"
+#include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
 
 typedef struct cux_ipc_iface_config {
@@ -19,15 +20,8 @@ typedef struct cux_ipc_iface_config {
 typedef struct cux_ipc_iface {
     cux_iface_t super;   /* queues per local device: one per peer device, then one for invisible peers */
     uint64_t    system_id;
-    pid_t       pid;     /* ours, asked once (getpid is a system call) */
     uint64_t    pid_ns;  /* our PID namespace */
+    cux_ipc_proof_mode_t proof; /* what peers must prove (the memory domain's PEER_PROOF) */
 } cux_ipc_iface_t;
-
-/* The address of an interface: the process, on the host of the device address, and its PID namespace: a pid
- * means the same process only within one namespace (keys, keepalive and descriptor imports all go by pid). */
-typedef struct cux_ipc_iface_addr {
-    int32_t  pid;
-    uint64_t pid_ns;
-} UCS_S_PACKED cux_ipc_iface_addr_t;
 
 #endif

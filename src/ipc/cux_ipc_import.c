@@ -3,6 +3,7 @@
  * cuda_ipc, importing side: see cux_ipc_import.h.
  */
 #include "cux_ipc_import.h"
+#include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>
@@ -38,50 +39,10 @@ static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int dev
     return UCS_OK;
 }
 
-/*
- * Take the exporter's file descriptor with pidfd_getfd. Needs Linux 5.6 and the right to ptrace the exporter
- * (same user; with Yama's ptrace_scope=1 only an ancestor): "where the OS allows".
- */
-static int cux_ipc_take_fd(const cux_ipc_rkey_t *key)
-{
-    char proc[32];
-    struct stat st;
-    int pidfd, fd;
-
-    /* key->pid is the endpoint's peer (checked by the endpoint); take descriptors only from our own user */
-    snprintf(proc, sizeof(proc), "/proc/%d", key->pid);
-    if (stat(proc, &st) != 0) {
-        ucs_error("cuda_ipc: pid %d is gone: %m", key->pid);
-        return -1;
-    }
-    if (st.st_uid != geteuid()) {
-        ucs_error("cuda_ipc: pid %d runs as user %u, not as this process's user %u: its descriptors are not "
-                  "taken", key->pid, (unsigned)st.st_uid, (unsigned)geteuid());
-        return -1;
-    }
-    pidfd = syscall(SYS_pidfd_open, key->pid, 0);
-    if (pidfd < 0) {
-        ucs_error("cuda_ipc: pidfd_open(%d) failed: %m (has the process exited?)", key->pid);
-        return -1;
-    }
-    fd = syscall(SYS_pidfd_getfd, pidfd, key->export_fd, 0);
-    if (fd < 0) {
-        ucs_error("cuda_ipc: pidfd_getfd(pid %d, fd %d) failed: %m%s", key->pid, key->export_fd,
-                  (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");
-    }
-    close(pidfd);
-    if ((fd >= 0) && ((fstat(fd, &st) != 0) || (st.st_dev != key->export_dev) || (st.st_ino != key->export_ino))) {
-        ucs_error("cuda_ipc: descriptor %d of pid %d is not the one exported for 0x%" PRIx64 " (closed and its "
-                  "number reused?)", key->export_fd, key->pid, (uint64_t)key->base);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* VMM memory: import the exporter's allocation handle and map it into a fresh range, readable and writable
  * from the local device. */
-static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, int device, CUdeviceptr *dptr_p)
+static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
+                                    CUdeviceptr *dptr_p)
 {
     CUmemAccessDesc access = {};
     CUmemGenericAllocationHandle handle;
@@ -89,9 +50,16 @@ static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, int device, CUdev
     CUdeviceptr dptr;
     int fd;
 
-    fd = cux_ipc_take_fd(key);
+    fd = cux_ipc_peer_take_fd(peer, key->export_fd);
     if (fd < 0) {
         return UCS_ERR_UNREACHABLE;
+    }
+    /* The key was proven before; proven again now that the descriptor is ours: the exporter closes a descriptor
+     * only after it forgot the key, so the number still named this export when it was taken. */
+    status = cux_ipc_peer_check_key(peer, key);
+    if (status != UCS_OK) {
+        close(fd);
+        return status;
     }
     status = CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -126,33 +94,56 @@ out_release:
     return status;
 }
 
-/* A key claims the length of the exporter's allocation: the mapping the driver opened says what it really is,
- * and a key that claims more is refused (it would let copies run past the allocation). */
+/* A legacy key claims the length of the exporter's allocation, and a handle opens the whole allocation: the
+ * driver's word on the mapping decides. A key that claims more, or a mapping the driver cannot measure, is
+ * refused (copies would run past the allocation into whatever this process has mapped there). */
 static ucs_status_t cux_ipc_check_mapped_length(const cux_ipc_rkey_t *key, CUdeviceptr dptr)
 {
     CUdeviceptr base;
     size_t size;
 
     if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemGetAddressRange, &base, &size, dptr) != UCS_OK) {
-        /* a driver that does not report imported mappings: the mapping itself is still bounded by the driver */
+        ucs_error("cuda_ipc: the driver cannot tell the size of pid %d's allocation at 0x%" PRIx64 ": refused",
+                  key->pid, (uint64_t)key->base);
+    } else if ((base != dptr) || (size < key->length)) {
+        ucs_error("cuda_ipc: pid %d's key claims %" PRIu64 " bytes at 0x%" PRIx64 ", but the allocation it maps "
+                  "has %zu: refused", key->pid, (uint64_t)key->length, (uint64_t)key->base, size);
+    } else {
         return UCS_OK;
     }
-    if (size >= key->length) {
-        return UCS_OK;
-    }
-    ucs_error("cuda_ipc: pid %d's key claims %" PRIu64 " bytes at 0x%" PRIx64 ", but the allocation it maps is "
-              "shorter: refused", key->pid, (uint64_t)key->length, (uint64_t)key->base);
     (void)CUX_DRV_CALL_ERR(cuIpcCloseMemHandle, dptr);
-    return UCS_ERR_INVALID_PARAM;
+    return UCS_ERR_UNREACHABLE;
 }
 
-/* Mapping callbacks of the cache: open and close a remote allocation in a local device's context. */
-static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void **mapped_p)
+static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, CUdeviceptr *dptr_p)
 {
+    ucs_status_t status;
+
+    status = cux_ipc_peer_check_handle(peer, key);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, dptr_p, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return cux_ipc_check_mapped_length(key, *dptr_p);
+}
+
+/* Mapping callbacks of the cache: prove the key, then open the remote allocation in a local device's
+ * context; close it. */
+static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer_arg,
+                                void **mapped_p)
+{
+    cux_ipc_peer_t *peer = peer_arg;
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
 
+    status = cux_ipc_peer_check_key(peer, key);
+    if (status != UCS_OK) {
+        return status;
+    }
     status = cux_ipc_check_peer_access(key, device);
     if (status != UCS_OK) {
         return status;
@@ -163,15 +154,14 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
         return status;
     }
     if (key->kind == CUX_IPC_KIND_VMM_FD) {
-        status = cux_ipc_map_vmm(key, device, &dptr); /* maps key->length: the driver refuses more */
+        status = cux_ipc_map_vmm(key, peer, device, &dptr); /* maps key->length: the driver refuses more */
     } else {
-        status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, &dptr, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-        if (status == UCS_OK) {
-            status = cux_ipc_check_mapped_length(key, dptr);
-        }
+        status = cux_ipc_map_legacy(key, peer, &dptr);
     }
     cux_ctx_leave(&guard);
-    if (status != UCS_OK) {
+    if (status == UCS_ERR_UNREACHABLE) {
+        return status; /* logged where it was found */
+    } else if (status != UCS_OK) {
         ucs_error("cuda_ipc: cannot map %" PRIu64 " bytes at 0x%" PRIx64 " of pid %d on device %d (exited, "
                   "freed the buffer, or no peer access?)", (uint64_t)key->length, (uint64_t)key->base, key->pid,
                   device);
@@ -188,7 +178,8 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
     CUdeviceptr dptr = (uintptr_t)region->mapped;
     cux_ctx_guard_t guard;
 
-    if (cux_device_ctx_enter(region->device, &guard) != UCS_OK) {
+    /* a forked child forgets its parent's mappings without touching the parent's driver state */
+    if (cux_driver_forked || (cux_device_ctx_enter(region->device, &guard) != UCS_OK)) {
         return;
     }
     if (region->kind == CUX_IPC_KIND_VMM_FD) {
@@ -250,9 +241,10 @@ void cux_ipc_import_detach(void)
     }
 }
 
-ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_region_t **region_p)
+ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
+                                cux_ipc_region_t **region_p)
 {
-    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, device, region_p);
+    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, device, peer, peer->start_time, region_p);
 }
 
 void cux_ipc_import_put(cux_ipc_region_t *region)
@@ -277,15 +269,15 @@ static uint64_t cux_ipc_system_id(void)
 }
 
 /* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
-ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                                             uct_rkey_t *rkey_p, void **handle_p)
+ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
+                                        void **handle_p)
 {
     cux_ipc_unpacked_rkey_t *ukey;
     ucs_status_t status;
 
-    status = cux_driver_check_fork("cuda_ipc key unpacking");
-    if (status != UCS_OK) {
-        return status;
+    if (cux_driver_forked) {
+        ucs_debug("cuda_ipc: key unpacking in the child of a fork(): the driver's state belongs to the parent");
+        return UCS_ERR_UNREACHABLE; /* the one status UCP 1.13 does not abort on */
     }
     ukey = ucs_malloc(sizeof(*ukey), "cux_ipc_rkey");
     if (ukey == NULL) {

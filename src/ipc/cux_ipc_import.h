@@ -9,6 +9,7 @@
 #define CUX_IPC_IMPORT_H_
 
 #include "cux_ipc_cache.h"
+#include "cux_ipc_proof.h"
 #include "compat/cux_ucx_compat.h"
 
 /* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
@@ -31,8 +32,10 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
                                         void **handle_p);
 ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
 
-/* The mapping of the key's allocation on a local device, mapped on a miss; held until cux_ipc_import_put. */
-ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_region_t **region_p);
+/* The mapping of the key's allocation on a local device, held until cux_ipc_import_put. On a miss the key is
+ * proven against the peer (cux_ipc_proof.h) before anything is mapped: UCS_ERR_UNREACHABLE if it fails. */
+ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
+                                cux_ipc_region_t **region_p);
 void cux_ipc_import_put(cux_ipc_region_t *region);
 
 /* A peer is gone: give back the GPU memory its mappings hold (those in use go at their last release). */

@@ -35,6 +35,16 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "Most bytes of remote allocations kept mapped, with the same eviction rule.",
      ucs_offsetof(cux_ipc_md_config_t, cache_max_size), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"PEER_PROOF", "auto",
+     "How a peer proves that its address and the keys it sends are its own, before any of its memory is\n"
+     "mapped. Both ways read the identity and keys back from the peer's memory (process_vm_readv) where the\n"
+     "OS allows it: the same user, and a ptrace policy that lets this process trace the peer (Yama's\n"
+     "ptrace_scope=1 allows only descendants; root may always).\n"
+     " auto   - where the OS does not allow it, legacy IPC handles (cuMemAlloc memory) are still imported,\n"
+     "          bound to the peer by the exporting pid the driver writes into them; VMM memory is not.\n"
+     " memory - peers whose memory cannot be read are not reachable over cuda_ipc.",
+     ucs_offsetof(cux_ipc_md_config_t, peer_proof), UCS_CONFIG_TYPE_ENUM(cux_ipc_proof_mode_names)},
+
     {NULL}
 };
 
@@ -58,29 +68,144 @@ CUX_MD_QUERY_FUNC(cux_ipc_md_query, cux_ipc_md_caps)
  * Export a cuMemCreate allocation as a POSIX file descriptor, kept open in this process for importers to take
  * with pidfd_getfd. Works only if the allocation was created with that handle type requested.
  */
-static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p, struct stat *st_p)
+static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
 {
     CUmemGenericAllocationHandle handle;
     ucs_status_t status;
-    int fd;
 
     status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, address);
     if (status != UCS_OK) {
         return status;
     }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, &fd, handle,
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, fd_p, handle,
                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    return status;
+}
+
+static cux_ipc_fd_export_t **cux_ipc_fd_export_bucket(cux_ipc_md_t *md, uint64_t base)
+{
+    return &md->fd_exports[(base >> 21) % CUX_IPC_FD_EXPORT_BUCKETS];
+}
+
+/*
+ * The descriptor of a VMM allocation, shared by all its registrations: UCP 1.16+ caches registrations, one per
+ * registered range, so many buffers of one allocation would otherwise hold a descriptor each. It is closed
+ * when the last registration of the allocation is deregistered (or renewed by mkey_pack for the allocation now
+ * at its address): at most one descriptor per allocation with a live registration.
+ */
+static cux_ipc_fd_export_t *cux_ipc_fd_export_find(cux_ipc_md_t *md, uint64_t base, uint64_t length,
+                                                   uint64_t buffer_id)
+{
+    cux_ipc_fd_export_t *fdx;
+
+    for (fdx = *cux_ipc_fd_export_bucket(md, base); fdx != NULL; fdx = fdx->next) {
+        if ((fdx->base == base) && (fdx->length == length) && (fdx->buffer_id == buffer_id)) {
+            return fdx;
+        }
+    }
+    return NULL;
+}
+
+static ucs_status_t cux_ipc_fd_export_get(cux_ipc_md_t *md, const cux_ptr_info_t *info,
+                                          cux_ipc_fd_export_t **fdx_p)
+{
+    cux_ipc_fd_export_t *fdx, *made;
+    ucs_status_t status;
+    int fd;
+
+    ucs_spin_lock(&md->memo_lock);
+    fdx = cux_ipc_fd_export_find(md, (uintptr_t)info->base, info->length, info->buffer_id);
+    if (fdx != NULL) {
+        ++fdx->refcount;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+    if (fdx != NULL) {
+        *fdx_p = fdx;
+        return UCS_OK;
+    }
+
+    /* export outside the lock (a driver call), then insert unless another thread did meanwhile */
+    status = cux_ipc_export_vmm(info->base, &fd);
     if (status != UCS_OK) {
         return status;
     }
-    if (fstat(fd, st_p) != 0) {
-        ucs_error("cuda_ipc: fstat of an exported descriptor failed: %m");
+    made = ucs_calloc(1, sizeof(*made), "cux_ipc_fd_export");
+    if (made == NULL) {
         close(fd);
-        return UCS_ERR_IO_ERROR;
+        return UCS_ERR_NO_MEMORY;
     }
-    *fd_p = fd;
+    *made = (cux_ipc_fd_export_t){.base = (uintptr_t)info->base, .length = info->length,
+                                  .buffer_id = info->buffer_id, .fd = fd, .refcount = 1};
+    ucs_spin_lock(&md->memo_lock);
+    fdx = cux_ipc_fd_export_find(md, made->base, made->length, made->buffer_id);
+    if (fdx != NULL) {
+        ++fdx->refcount;
+    } else {
+        made->next = *cux_ipc_fd_export_bucket(md, made->base);
+        *cux_ipc_fd_export_bucket(md, made->base) = made;
+        ++md->num_fd_exports;
+        fdx  = made;
+        made = NULL;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+    if (made != NULL) {
+        close(made->fd);
+        ucs_free(made);
+    }
+    *fdx_p = fdx;
     return UCS_OK;
+}
+
+static void cux_ipc_fd_export_put(cux_ipc_md_t *md, cux_ipc_fd_export_t *fdx)
+{
+    cux_ipc_fd_export_t **pp;
+    int last;
+
+    if (fdx == NULL) {
+        return;
+    }
+    ucs_spin_lock(&md->memo_lock);
+    last = (--fdx->refcount == 0);
+    if (last) {
+        for (pp = cux_ipc_fd_export_bucket(md, fdx->base); *pp != fdx; pp = &(*pp)->next) {
+        }
+        *pp = fdx->next;
+        --md->num_fd_exports;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+    if (last) {
+        close(fdx->fd); /* importers hold their own duplicates */
+        ucs_free(fdx);
+    }
+}
+
+unsigned cux_ipc_md_num_fd_exports(uct_md_h tl_md)
+{
+    cux_ipc_md_t *md = ucs_derived_of(tl_md, cux_ipc_md_t);
+    unsigned n;
+
+    ucs_spin_lock(&md->memo_lock);
+    n = md->num_fd_exports;
+    ucs_spin_unlock(&md->memo_lock);
+    return n;
+}
+
+/* Seal the key where it lives: importers read it back from memh->key and compare (cux_ipc_proof.h). */
+static void cux_ipc_memh_seal(cux_ipc_memh_t *memh)
+{
+    memh->key.record = (uintptr_t)&memh->key;
+    memh->key.secret = cux_ipc_proof_key_secret(&memh->key);
+    cux_ipc_rkey_seal(&memh->key);
+}
+
+/* A registration's end: its key is wiped first, so that no importer proves it any more, then its descriptor
+ * reference is given back. */
+static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
+{
+    explicit_bzero(&memh->key, sizeof(memh->key));
+    cux_ipc_fd_export_put(md, memh->fdx);
+    memh->fdx = NULL;
 }
 
 /*
@@ -141,10 +266,10 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
 {
     cux_ctx_guard_t guard;
     ucs_status_t status;
-    int export_fd = -1, legacy, vmm_fd;
-    struct stat st;
+    int legacy, vmm_fd;
 
     if (cux_ipc_memo_find(md, info, memh)) {
+        cux_ipc_memh_seal(memh); /* the memo's key, kept here now */
         return UCS_OK;
     }
 
@@ -160,13 +285,9 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
                           (CUdeviceptr)(uintptr_t)info->base);
     if (status != UCS_OK) {
         /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
-        status = !vmm_fd ? UCS_ERR_UNSUPPORTED : cux_ipc_export_vmm(info->base, &export_fd, &st);
+        status = !vmm_fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_get(md, info, &memh->fdx);
         memh->key.kind      = CUX_IPC_KIND_VMM_FD;
-        memh->key.export_fd = export_fd;
-        if (status == UCS_OK) {
-            memh->key.export_dev = st.st_dev;
-            memh->key.export_ino = st.st_ino;
-        }
+        memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
@@ -185,9 +306,9 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     memh->key.base       = (uintptr_t)info->base;
     memh->key.length     = info->length;
     memh->key.buffer_id  = info->buffer_id;
-    cux_ipc_rkey_seal(&memh->key);
-    /* A VMM key owns a descriptor: one per registration. A NONE key is remembered too, so that a buffer that
-     * cannot be shared costs its two failed exports once, not on every rendezvous. */
+    cux_ipc_memh_seal(memh);
+    /* A VMM key holds a reference to its allocation's descriptor. A NONE key is remembered too, so that a
+     * buffer that cannot be shared costs its two failed exports once, not on every rendezvous. */
     if (memh->key.kind != CUX_IPC_KIND_VMM_FD) {
         cux_ipc_memo_store(md, memh);
     }
@@ -251,9 +372,7 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
         return UCS_ERR_INVALID_PARAM;
     }
     memh = params->memh;
-    if (memh->key.export_fd >= 0) {
-        close(memh->key.export_fd); /* importers hold their own duplicate */
-    }
+    cux_ipc_memh_forget(ucs_derived_of(md, cux_ipc_md_t), memh);
     ucs_free(memh);
     if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
         uct_invoke_completion(comp, UCS_OK);
@@ -321,13 +440,12 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     if (!cux_ipc_key_is_of(&memh->key, &info)) {
         cux_ipc_memh_t old = *memh;
         *memh              = renewed;
-        renewed            = old; /* its descriptor, if any, is closed below */
+        cux_ipc_memh_seal(memh); /* the key lives in memh now, not in renewed */
+        renewed            = old; /* forgotten below: its key wiped, its descriptor reference given back */
     }
     memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
     ucs_spin_unlock(&md->memo_lock);
-    if (renewed.key.export_fd >= 0) {
-        close(renewed.key.export_fd);
-    }
+    cux_ipc_memh_forget(md, &renewed);
     return UCS_OK;
 }
 
@@ -375,6 +493,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->super.component = &cux_ipc_component;
     md->system_id       = ucs_get_system_id();
     md->pid             = getpid();
+    md->proof           = (cux_ipc_proof_mode_t)config->peer_proof;
     ucs_spinlock_init(&md->memo_lock, 0);
 
     max_regions = config->cache_max_regions;

@@ -9,6 +9,7 @@
 
 #include "compat/cux_ucx_compat.h"
 #include "cux_ipc_rkey.h"
+#include "cux_ipc_proof.h"
 
 #include <ucs/type/spinlock.h>
 #include <sys/types.h>
@@ -24,12 +25,25 @@ typedef struct cux_ipc_md_config {
     int             cache_enable;
     unsigned long   cache_max_regions;
     size_t          cache_max_size;
+    int             peer_proof;   /* cux_ipc_proof_mode_t */
 } cux_ipc_md_config_t;
 
-/* A registration: the sealed key, ready to pack, and the owning device. */
+/* An exported VMM allocation's descriptor, shared by every registration of the allocation. */
+typedef struct cux_ipc_fd_export {
+    struct cux_ipc_fd_export *next;
+    uint64_t                 base, length, buffer_id;
+    int                      fd;
+    unsigned                 refcount;  /* registrations using it */
+} cux_ipc_fd_export_t;
+
+#define CUX_IPC_FD_EXPORT_BUCKETS 64
+
+/* A registration: the sealed key, ready to pack and kept here for importers to read back (key.record is its
+ * address), the owning device, and for VMM memory the descriptor it refers to. */
 typedef struct cux_ipc_memh {
-    cux_ipc_rkey_t key;
-    int            device;
+    cux_ipc_rkey_t      key;
+    int                 device;
+    cux_ipc_fd_export_t *fdx;
 } cux_ipc_memh_t;
 
 /* Keys of recently registered allocations, by allocation base: UCP registers the buffer of every rendezvous
@@ -40,8 +54,14 @@ typedef struct cux_ipc_md {
     uct_md_t        super;
     uint64_t        system_id;
     pid_t           pid;
-    ucs_spinlock_t  memo_lock;                    /* the memo, and keys renewed by mkey_pack */
+    cux_ipc_proof_mode_t proof;                   /* what peers must prove, for this domain's interfaces */
+    ucs_spinlock_t  memo_lock;                    /* the memo, the descriptors, keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
+    cux_ipc_fd_export_t *fd_exports[CUX_IPC_FD_EXPORT_BUCKETS];
+    unsigned        num_fd_exports;
 } cux_ipc_md_t;
+
+/* Exported VMM descriptors the memory domain holds open (for tests and the soak). */
+unsigned cux_ipc_md_num_fd_exports(uct_md_h md);
 
 #endif

@@ -37,31 +37,36 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey)
     rkey->checksum = cux_ipc_rkey_checksum(rkey);
 }
 
+/* A key that is not one at all: the first in the process is an error line, later ones are debug lines (a
+ * peer of another build sends one with every rendezvous). */
+#define cux_ipc_rkey_invalid(_fmt, ...) \
+    ({ \
+        static int _logged; \
+        int _first = !__atomic_exchange_n(&_logged, 1, __ATOMIC_RELAXED); \
+        ucs_log(_first ? UCS_LOG_LEVEL_ERROR : UCS_LOG_LEVEL_DEBUG, "cuda_ipc: remote key refused: " _fmt "%s", \
+                ## __VA_ARGS__, _first ? " (another path carries the transfer; further ones: debug log)" : ""); \
+        UCS_ERR_UNREACHABLE; \
+    })
+
 ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int32_t local_pid)
 {
     if (rkey->magic != CUX_IPC_RKEY_MAGIC) {
-        ucs_error("cuda_ipc: remote key has magic 0x%x, expected 0x%x: not a cuda_ipc key", rkey->magic,
-                  CUX_IPC_RKEY_MAGIC);
-        return UCS_ERR_INVALID_PARAM;
+        return cux_ipc_rkey_invalid("magic 0x%x, expected 0x%x: not a cuda_ipc key of this module", rkey->magic,
+                                    CUX_IPC_RKEY_MAGIC);
     }
     if (rkey->version != CUX_IPC_RKEY_VERSION) {
-        ucs_error("cuda_ipc: remote key version %u, this module speaks %u", rkey->version,
-                  CUX_IPC_RKEY_VERSION);
-        return UCS_ERR_INVALID_PARAM;
+        return cux_ipc_rkey_invalid("version %u, this module speaks %u (a peer with another build of it)",
+                                    rkey->version, CUX_IPC_RKEY_VERSION);
     }
     if (rkey->checksum != cux_ipc_rkey_checksum(rkey)) {
-        ucs_error("cuda_ipc: remote key is corrupt or truncated (checksum mismatch)");
-        return UCS_ERR_INVALID_PARAM;
+        return cux_ipc_rkey_invalid("corrupt or truncated (checksum mismatch)");
     }
     if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
         (rkey->kind != CUX_IPC_KIND_NONE)) {
-        ucs_error("cuda_ipc: remote key of unknown kind %u", rkey->kind);
-        return UCS_ERR_INVALID_PARAM;
+        return cux_ipc_rkey_invalid("unknown kind %u", rkey->kind);
     }
     if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {
-        ucs_error("cuda_ipc: remote key has an invalid range 0x%" PRIx64 "+%" PRIu64, rkey->base,
-                  rkey->length);
-        return UCS_ERR_INVALID_PARAM;
+        return cux_ipc_rkey_invalid("invalid range 0x%" PRIx64 "+%" PRIu64, rkey->base, rkey->length);
     }
     if (rkey->system_id != local_system_id) {
         ucs_debug("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
@@ -78,4 +83,12 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
         return UCS_ERR_UNREACHABLE;
     }
     return UCS_OK;
+}
+
+int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *b)
+{
+    return (a->pid == b->pid) && (a->kind == b->kind) && (a->base == b->base) && (a->length == b->length) &&
+           (a->buffer_id == b->buffer_id) && (a->secret == b->secret) && (a->system_id == b->system_id) &&
+           !memcmp(&a->dev_uuid, &b->dev_uuid, sizeof(a->dev_uuid)) &&
+           !memcmp(&a->handle, &b->handle, sizeof(a->handle));
 }

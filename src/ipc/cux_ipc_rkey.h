@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc remote key: everything an importing process needs to map a GPU allocation of the exporting
- * process, and to check that the key is intact, current and meant for this host.
+ * process, and to check that the key is intact, meant for this host, and made by the exporter (the exporter
+ * keeps each key it hands out at the address in `record`; see cux_ipc_proof.h).
  */
 #ifndef CUX_IPC_RKEY_H_
 #define CUX_IPC_RKEY_H_
@@ -11,7 +12,7 @@
 #include <stdint.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
-#define CUX_IPC_RKEY_VERSION 2
+#define CUX_IPC_RKEY_VERSION 3
 
 /* How the allocation is shared. */
 enum {
@@ -31,8 +32,8 @@ typedef struct cux_ipc_rkey {
     uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
     int32_t        pid;         /* exporting process */
     int32_t        export_fd;   /* VMM_FD: the descriptor number in the exporting process */
-    uint64_t       export_dev;  /* VMM_FD: st_dev and st_ino of that descriptor, so that the importer takes */
-    uint64_t       export_ino;  /*         the descriptor that was exported, not one that took its number */
+    uint64_t       record;      /* where the exporter keeps this very key: the importer reads it back there */
+    uint64_t       secret;      /* keyed hash of the allocation (cux_ipc_proof.h): a peer cannot make one up */
     CUuuid         dev_uuid;    /* device that owns the allocation */
     CUipcMemHandle handle;      /* LEGACY */
     uint64_t       base;        /* allocation start in the exporter's address space */
@@ -45,10 +46,11 @@ typedef struct cux_ipc_rkey {
 void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
 
 /*
- * Check a packed key received from a peer. UCS_ERR_INVALID_PARAM for a corrupt or truncated key (checksum,
- * magic, version, empty range), logged as an error; UCS_ERR_UNREACHABLE for a key of another host, of this
- * very process (cuda_ipc never connects a process to itself) or of memory that cannot be shared, which UCP
- * expects and handles (logged at debug level).
+ * Check a packed key received from a peer. Every key that cannot be used is UCS_ERR_UNREACHABLE, the one status
+ * on which every UCP release leaves cuda_ipc out of the transfer and carries on (UCP 1.13 aborts the process on
+ * any other unpack error): a corrupt, truncated or older-format key (checksum, magic, version, kind, empty
+ * range; the first one logged as an error, later ones at debug level), a key of another host, of this very
+ * process (cuda_ipc never connects a process to itself), or of memory that cannot be shared (debug level).
  */
 ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int32_t local_pid);
 
@@ -58,5 +60,10 @@ static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t addre
     return (address >= rkey->base) && (length <= rkey->length) &&
            (address - rkey->base <= rkey->length - length);
 }
+
+/* Do two keys name the same allocation of the same process, with the same handle and secret? (Two
+ * registrations of one allocation differ only in where the exporter keeps the key and, for VMM, in the
+ * descriptor number.) */
+int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *b);
 
 #endif

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc peer proofs: see cux_ipc_proof.h.
+ */
+#define _GNU_SOURCE
+#include "cux_ipc_proof.h"
+#include "driver/cux_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/sys.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#define CUX_IPC_IDENTITY_MAGIC 0x3359544e45444943ull /* "CIDENTY3" */
+
+const char *cux_ipc_proof_mode_names[] = {
+    [CUX_IPC_PROOF_AUTO]   = "auto",
+    [CUX_IPC_PROOF_MEMORY] = "memory",
+    [CUX_IPC_PROOF_LAST]   = NULL
+};
+
+/* What peers read back from this process. */
+typedef struct cux_ipc_identity {
+    uint64_t magic;
+    int32_t  pid;
+    int32_t  reserved;
+    uint64_t start_time;
+    uint64_t secret;
+} cux_ipc_identity_t;
+
+static pthread_mutex_t cux_ipc_identity_lock = PTHREAD_MUTEX_INITIALIZER;
+static cux_ipc_identity_t cux_ipc_identity;
+static uint64_t cux_ipc_secret_key[2]; /* SipHash key of the keys' secrets */
+
+static void cux_ipc_random(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        n = getrandom(p, len, 0);
+        if (n <= 0) {
+            if ((n < 0) && (errno == EINTR)) {
+                continue;
+            }
+            /* no entropy source at all: still different per process and per call, but guessable */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t v = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
+            ucs_warn("cuda_ipc: getrandom failed (%m): peer proofs use a weaker secret");
+            memcpy(p, &v, ucs_min(len, sizeof(v)));
+            n = ucs_min(len, sizeof(v));
+        }
+        p   += n;
+        len -= n;
+    }
+}
+
+/* The identity of the calling process: made at first use, and again in a forked child. */
+static void cux_ipc_identity_current(cux_ipc_identity_t *id)
+{
+    pid_t pid = getpid();
+
+    pthread_mutex_lock(&cux_ipc_identity_lock);
+    if (cux_ipc_identity.pid != pid) {
+        cux_ipc_identity.magic      = 0; /* a peer reading meanwhile sees no valid record */
+        cux_ipc_identity.pid        = pid;
+        cux_ipc_identity.start_time = ucs_sys_get_proc_create_time(pid);
+        cux_ipc_random(&cux_ipc_identity.secret, sizeof(cux_ipc_identity.secret));
+        cux_ipc_random(cux_ipc_secret_key, sizeof(cux_ipc_secret_key));
+        __atomic_store_n(&cux_ipc_identity.magic, CUX_IPC_IDENTITY_MAGIC, __ATOMIC_RELEASE);
+    }
+    *id = cux_ipc_identity;
+    pthread_mutex_unlock(&cux_ipc_identity_lock);
+}
+
+void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
+{
+    cux_ipc_identity_t id;
+
+    cux_ipc_identity_current(&id);
+    addr->magic      = CUX_IPC_ADDR_MAGIC;
+    addr->pid        = id.pid;
+    addr->pid_ns     = pid_ns;
+    addr->start_time = id.start_time;
+    addr->identity   = (uintptr_t)&cux_ipc_identity;
+    addr->secret     = id.secret;
+}
+
+/* --- SipHash-2-4 (Aumasson and Bernstein), 64-bit output: a keyed hash a peer cannot predict --- */
+
+#define CUX_ROTL(_x, _b) (uint64_t)(((_x) << (_b)) | ((_x) >> (64 - (_b))))
+
+static void cux_sip_round(uint64_t v[4])
+{
+    v[0] += v[1]; v[1] = CUX_ROTL(v[1], 13); v[1] ^= v[0]; v[0] = CUX_ROTL(v[0], 32);
+    v[2] += v[3]; v[3] = CUX_ROTL(v[3], 16); v[3] ^= v[2];
+    v[0] += v[3]; v[3] = CUX_ROTL(v[3], 21); v[3] ^= v[0];
+    v[2] += v[1]; v[1] = CUX_ROTL(v[1], 17); v[1] ^= v[2]; v[2] = CUX_ROTL(v[2], 32);
+}
+
+static uint64_t cux_siphash(const uint64_t key[2], const uint8_t *in, size_t len)
+{
+    uint64_t v[4] = {key[0] ^ 0x736f6d6570736575ull, key[1] ^ 0x646f72616e646f6dull,
+                     key[0] ^ 0x6c7967656e657261ull, key[1] ^ 0x7465646279746573ull};
+    uint64_t m, last = (uint64_t)len << 56;
+    size_t i;
+
+    for (i = 0; i + 8 <= len; i += 8) {
+        memcpy(&m, in + i, 8);
+        v[3] ^= m;
+        cux_sip_round(v);
+        cux_sip_round(v);
+        v[0] ^= m;
+    }
+    for (; i < len; ++i) {
+        last |= (uint64_t)in[i] << (8 * (i % 8));
+    }
+    v[3] ^= last;
+    cux_sip_round(v);
+    cux_sip_round(v);
+    v[0] ^= last;
+    v[2] ^= 0xff;
+    for (i = 0; i < 4; ++i) {
+        cux_sip_round(v);
+    }
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
+{
+    /* what names the allocation; not the descriptor number or the key's place, which differ per registration */
+    struct {
+        uint64_t       system_id, base, length, buffer_id;
+        int32_t        pid;
+        uint32_t       kind;
+        CUuuid         dev_uuid;
+        CUipcMemHandle handle;
+    } in;
+    cux_ipc_identity_t id;
+
+    cux_ipc_identity_current(&id);
+    memset(&in, 0, sizeof(in));
+    in.system_id = key->system_id;
+    in.base      = key->base;
+    in.length    = key->length;
+    in.buffer_id = key->buffer_id;
+    in.pid       = key->pid;
+    in.kind      = key->kind;
+    in.dev_uuid  = key->dev_uuid;
+    in.handle    = key->handle;
+    return cux_siphash(cux_ipc_secret_key, (const uint8_t*)&in, sizeof(in));
+}
+
+/* --- the peer's side, checked --- */
+
+/* Reads len bytes at address of pid; the count read, or -1 with errno. */
+static ssize_t cux_ipc_read_peer(int32_t pid, uint64_t address, void *buf, size_t len)
+{
+    struct iovec local  = {buf, len};
+    struct iovec remote = {(void*)(uintptr_t)address, len};
+
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+/* The pidfd's process has not exited: a pid read before this was not reused in between. */
+static int cux_ipc_pidfd_alive(int pidfd)
+{
+    return (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) || (errno == EPERM);
+}
+
+ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
+                               cux_ipc_proof_mode_t mode)
+{
+    cux_ipc_identity_t record;
+    unsigned long start_time;
+    ssize_t n;
+    int pidfd;
+
+    memset(peer, 0, sizeof(*peer));
+    peer->pidfd = -1;
+    if (addr->magic != CUX_IPC_ADDR_MAGIC) {
+        ucs_debug("cuda_ipc: interface address of another format (magic 0x%x; another build of the module?)",
+                  addr->magic);
+        return UCS_ERR_UNREACHABLE;
+    }
+    if ((addr->pid_ns != pid_ns) || (addr->pid <= 0) || (addr->pid == getpid())) {
+        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours (%" PRIu64 ")",
+                  addr->pid, addr->pid_ns, pid_ns);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    /* the pidfd first: while it is open and its process alive, the pid names that process */
+    pidfd = syscall(SYS_pidfd_open, addr->pid, 0);
+    if (pidfd < 0) {
+        ucs_debug("cuda_ipc: pidfd_open(%d) failed: %m", addr->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    start_time = ucs_sys_get_proc_create_time(addr->pid);
+    if (start_time != addr->start_time) {
+        ucs_debug("cuda_ipc: pid %d started at %lu, its address says %" PRIu64 ": not the process that sent it",
+                  addr->pid, start_time, addr->start_time);
+        goto err_close;
+    }
+
+    n = cux_ipc_read_peer(addr->pid, addr->identity, &record, sizeof(record));
+    if (n == (ssize_t)sizeof(record)) {
+        if ((record.magic != CUX_IPC_IDENTITY_MAGIC) || (record.pid != addr->pid) ||
+            (record.start_time != addr->start_time) || (record.secret != addr->secret)) {
+            ucs_debug("cuda_ipc: pid %d does not hold the identity its address names: the address was not "
+                      "written by it", addr->pid);
+            goto err_close;
+        }
+        peer->readable = 1;
+    } else if ((n < 0) && ((errno == EPERM) || (errno == EACCES)) && (mode == CUX_IPC_PROOF_AUTO)) {
+        ucs_debug("cuda_ipc: the OS does not let this process read pid %d's memory (%m): only its legacy IPC "
+                  "handles, bound by the driver, can be imported", addr->pid);
+    } else {
+        ucs_debug("cuda_ipc: reading pid %d's identity failed (%s)%s", addr->pid,
+                  (n < 0) ? strerror(errno) : "short read",
+                  (mode == CUX_IPC_PROOF_MEMORY) ? "; UCX_CUDA_IPC_PEER_PROOF=memory requires it" : "");
+        goto err_close;
+    }
+    if (!cux_ipc_pidfd_alive(pidfd)) {
+        ucs_debug("cuda_ipc: pid %d exited while its address was checked", addr->pid);
+        goto err_close;
+    }
+    peer->pid        = addr->pid;
+    peer->start_time = addr->start_time;
+    peer->pidfd      = pidfd;
+    return UCS_OK;
+
+err_close:
+    close(pidfd);
+    return UCS_ERR_UNREACHABLE;
+}
+
+void cux_ipc_peer_close(cux_ipc_peer_t *peer)
+{
+    if (peer->pidfd >= 0) {
+        close(peer->pidfd);
+        peer->pidfd = -1;
+    }
+}
+
+/* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
+#define cux_ipc_peer_reject(_peer, _fmt, ...) \
+    ({ \
+        ucs_log((_peer)->logged ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR, "cuda_ipc: " _fmt \
+                "%s", ## __VA_ARGS__, (_peer)->logged ? "" : " (further keys refused from this peer: debug log)"); \
+        (_peer)->logged = 1; \
+        UCS_ERR_UNREACHABLE; \
+    })
+
+ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    cux_ipc_rkey_t held;
+    ssize_t n;
+
+    if (key->pid != peer->pid) {
+        return cux_ipc_peer_reject(peer, "remote key of pid %d used on an endpoint to pid %d: refused", key->pid,
+                                   peer->pid);
+    }
+    if (!peer->readable) {
+        if (key->kind != CUX_IPC_KIND_LEGACY) {
+            return cux_ipc_peer_reject(peer, "pid %d's VMM memory needs its descriptor, which the OS does not let "
+                                       "this process take (same user and ptrace permission needed)", peer->pid);
+        }
+        return UCS_OK; /* bound at mapping time by the pid in the handle */
+    }
+    n = cux_ipc_read_peer(peer->pid, key->record, &held, sizeof(held));
+    if ((n != (ssize_t)sizeof(held)) || (memcmp(&held, key, sizeof(held)) != 0)) {
+        return cux_ipc_peer_reject(peer, "pid %d holds no such key for 0x%" PRIx64 "+%" PRIu64 " (forged, or "
+                                   "already deregistered): refused", peer->pid, key->base, key->length);
+    }
+    if (!cux_ipc_pidfd_alive(peer->pidfd)) {
+        return cux_ipc_peer_reject(peer, "pid %d exited", peer->pid);
+    }
+    return UCS_OK;
+}
+
+int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd)
+{
+    int local = syscall(SYS_pidfd_getfd, peer->pidfd, fd, 0);
+
+    if (local < 0) {
+        ucs_error("cuda_ipc: pidfd_getfd(pid %d, fd %d) failed: %m%s", peer->pid, fd,
+                  (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");
+    }
+    return local;
+}
+
+/* The exporting pid the driver writes into a legacy handle (Linux drivers: bytes 8-11, little-endian). */
+static int32_t cux_ipc_handle_pid(const CUipcMemHandle *handle)
+{
+    int32_t pid;
+
+    memcpy(&pid, handle->reserved + 8, sizeof(pid));
+    return pid;
+}
+
+/* Does this driver write the exporting pid where cux_ipc_handle_pid reads it? Checked once, on a handle of
+ * an allocation of our own. */
+static int cux_ipc_handle_layout_known(void)
+{
+    static int known = -1; /* -1: not checked yet */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    CUipcMemHandle handle;
+    CUdeviceptr dptr;
+
+    pthread_mutex_lock(&lock);
+    if (known < 0) {
+        known = 0;
+        if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemAlloc, &dptr, 4096) == UCS_OK) {
+            known = (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &handle, dptr) == UCS_OK) &&
+                    (cux_ipc_handle_pid(&handle) == getpid());
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemFree, dptr);
+        }
+        ucs_debug("cuda_ipc: the driver's legacy IPC handles %s the exporting pid at bytes 8-11",
+                  known ? "carry" : "do not carry");
+    }
+    pthread_mutex_unlock(&lock);
+    return known;
+}
+
+ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    if (!cux_ipc_handle_layout_known()) {
+        /* the key's proof in the peer's memory is all there is */
+        return peer->readable ? UCS_OK :
+               cux_ipc_peer_reject(peer, "this driver's IPC handles do not show which process exported them, and "
+                                   "pid %d's memory cannot be read to prove its key: refused", peer->pid);
+    }
+    if (cux_ipc_handle_pid(&key->handle) != peer->pid) {
+        return cux_ipc_peer_reject(peer, "a key of pid %d carries an IPC handle exported by pid %d: refused",
+                                   peer->pid, cux_ipc_handle_pid(&key->handle));
+    }
+    return UCS_OK;
+}

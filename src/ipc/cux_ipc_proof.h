@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc peer proofs: how a process proves to a peer that an interface address and the remote keys it sends
+ * are its own, and how the importer checks that proof. Nothing a peer writes about itself (pid, start time,
+ * allocation, length) is taken on its word.
+ *
+ * - Identity. Each process keeps an identity record (magic, pid, start time, 64 random bits) in its own
+ *   memory; its interface address carries the pid, start time and the record's address and secret. The
+ *   importer opens a pidfd of the pid first, checks the start time in /proc against the address, reads the
+ *   record back from that process (process_vm_readv), and then checks that the pidfd's process is still alive,
+ *   so the pid was not reused in between.
+ * - Keys. An exporter keeps every key it hands out in its own memory (the registration holds it) and names that
+ *   place in the key; the importer reads it back from the peer and compares it byte for byte before it maps
+ *   anything. A key's secret is a keyed hash of its allocation with a per-process random key: a peer can
+ *   present only keys the exporter really made.
+ * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
+ *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
+ *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
+ *   driver writes into it (bytes 8-11 on Linux, checked on a handle of our own before it is relied on); the
+ *   driver refuses to open a handle whose bytes were changed. PEER_PROOF=memory refuses such peers instead.
+ */
+#ifndef CUX_IPC_PROOF_H_
+#define CUX_IPC_PROOF_H_
+
+#include "cux_ipc_rkey.h"
+
+#include <ucs/type/status.h>
+#include <ucs/sys/compiler_def.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CUX_IPC_ADDR_MAGIC 0x33415843u /* "CXA3"; above any pid, so an older build's address never matches */
+
+/* The address of a cuda_ipc interface (packed: UCP packs addresses byte by byte). */
+typedef struct cux_ipc_iface_addr {
+    uint32_t magic;
+    int32_t  pid;
+    uint64_t pid_ns;     /* inode of /proc/self/ns/pid: a pid names the same process only in one namespace */
+    uint64_t start_time; /* process start, in clock ticks after boot, as /proc/PID/stat gives it */
+    uint64_t identity;   /* where the process keeps its identity record */
+    uint64_t secret;     /* the record's random part */
+} UCS_S_PACKED cux_ipc_iface_addr_t;
+
+/* How much a peer must prove (UCX_CUDA_IPC_PEER_PROOF). */
+typedef enum {
+    CUX_IPC_PROOF_AUTO,   /* its memory where the OS lets us read it; otherwise legacy handles bound by the driver */
+    CUX_IPC_PROOF_MEMORY, /* its memory, always: a peer the OS does not let us read is not reachable */
+    CUX_IPC_PROOF_LAST
+} cux_ipc_proof_mode_t;
+
+extern const char *cux_ipc_proof_mode_names[];
+
+/* A peer as an endpoint knows it, once its address was proven. */
+typedef struct cux_ipc_peer {
+    int32_t  pid;
+    uint64_t start_time;
+    int      pidfd;
+    int      readable;     /* its memory can be read: keys are proven there, VMM descriptors can be taken */
+    int      logged;       /* a rejected key of this peer was logged at error level already */
+} cux_ipc_peer_t;
+
+/* This process's address (a forked child gets an identity of its own). */
+void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
+
+/* Is the address a proven peer of another process in our namespace? UCS_OK with the peer open (pidfd held;
+ * cux_ipc_peer_close gives it back), UCS_ERR_UNREACHABLE (logged at debug level: UCP asks for every address
+ * it sees) otherwise. */
+ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
+                               cux_ipc_proof_mode_t mode);
+void cux_ipc_peer_close(cux_ipc_peer_t *peer);
+
+/* Is the key one the peer made and still holds? UCS_ERR_UNREACHABLE otherwise (logged once per peer at error
+ * level). Legacy handles are also checked at mapping time by cux_ipc_peer_check_handle (it needs a device
+ * context). */
+ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
+
+/* Takes the peer's descriptor through its pidfd (pidfd_getfd); -1 with a log line on failure. */
+int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd);
+
+/* Was the key's legacy handle exported by the peer? Called with a device context current: the first call checks
+ * on a handle of our own that the driver writes the exporting pid where it is read. Where it does not, only a
+ * peer whose memory proved the key passes. UCS_ERR_UNREACHABLE otherwise. */
+ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
+
+/* The secret of a key for an allocation of this process: the same for every registration of the allocation,
+ * unpredictable without this process's random key. */
+uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key);
+
+#endif
