@@ -6,7 +6,8 @@
 #      suite runs on a GPU host and is reported skipped elsewhere;
 #   2. against the mock driver (test/mock_cuda.c): the copy suite on two emulated devices, then on one, so
 #      CI exercises the data path through the real libuct, then with PCI addresses, then the fuzzer on what a
-#      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed, or skipped without clang), then the
+#      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed (a finding, or fewer than
+#      CUX_FUZZ_MIN_RUNS executions, default 10 million), or skipped without clang), then the
 #      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
 #      the parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
@@ -77,9 +78,10 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # devices with PCI addresses, so that UCX's topology knows them (allocation on a given device, UCX 1.22)
     run_suite mock-driver-pci CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_PCI=1 \
         GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
-    # what a peer sends to cuda_ipc (keys, addresses) under libFuzzer with ASan and UBSan, time-bounded
-    echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-60} s"
-    run_script run-fuzz.sh
+    # what a peer sends to cuda_ipc (addresses, keys, keys on an endpoint to a live exporter) under libFuzzer
+    # with ASan and UBSan, the whole module instrumented, time-bounded; at least 10 million executions
+    echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-90} s"
+    CUX_FUZZ_MIN_RUNS=${CUX_FUZZ_MIN_RUNS:-10000000} run_script run-fuzz.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
     # so only where asked (CUX_TEST_DEB=1: test/run-all.sh, CI), reported skipped otherwise
     if [ "${CUX_TEST_DEB:-0}" = 1 ]; then

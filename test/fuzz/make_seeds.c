@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Seeds for fuzz_ipc_key that only this host can make: keys and addresses carrying its system id and PID
- * namespace, so that the fuzzer starts from inputs that pass the first checks. Writes one file per seed into
+ * Seeds for fuzz_ipc_key that only this host can make: keys carrying its system id, so that the fuzzer starts
+ * from inputs that pass the first checks (addresses and keys on the endpoint start from the helper's true ones). Writes one file per seed into
  * the directory named on the command line (the committed seeds in corpus/ are host-independent).
  */
 #include "ipc/cux_ipc_rkey.h"
@@ -10,7 +10,6 @@
 #include <ucs/sys/uid.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static void seed_write(const char *dir, const char *name, uint8_t selector, const void *data, size_t len)
 {
@@ -32,10 +31,6 @@ int main(int argc, char **argv)
 {
     uint64_t system_id = ucs_get_system_id();
     cux_ipc_rkey_t key;
-    struct stat st;
-    uint8_t addr[sizeof(uint64_t) + sizeof(int32_t) + sizeof(uint64_t)];
-    int32_t pid = 1;
-    uint64_t pid_ns;
 
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds DIR\n");
@@ -58,10 +53,5 @@ int main(int argc, char **argv)
         seed_write(argv[1], name, 0, &key, sizeof(key));
     }
 
-    pid_ns = (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
-    memcpy(addr, &system_id, sizeof(system_id));
-    memcpy(addr + sizeof(system_id), &pid, sizeof(pid));
-    memcpy(addr + sizeof(system_id) + sizeof(pid), &pid_ns, sizeof(pid_ns));
-    seed_write(argv[1], "host-address", 2, addr, sizeof(addr));
     return 0;
 }
