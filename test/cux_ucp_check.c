@@ -21,6 +21,9 @@
  * of those indices (0-based, in the order printed). --threads N: each process has one UCP worker in
  * UCS_THREAD_MODE_MULTI and N threads that use it at once, each with buffers and tags of its own.
  *
+ * The VMM case (cuMemCreate with a POSIX descriptor handle type, as PyTorch's allocator makes memory) sends its
+ * sizes twice and fails if either process holds more descriptors after the second pass than after the first.
+ *
  * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
  * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
@@ -32,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
@@ -51,7 +55,7 @@
 #define CHECK_GUARD  64      /* bytes past the message that must stay untouched */
 #define CHECK_POISON 0xa5
 
-typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME } check_kind_t;
+typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM } check_kind_t;
 
 #ifdef CUX_CHECK_STATIC_CUDART
 #define CHECK_RUNTIME_NAME "cudaMalloc (static runtime)"
@@ -60,7 +64,7 @@ typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME } che
 #endif
 
 static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
-                                   CHECK_RUNTIME_NAME};
+                                   CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)"};
 
 typedef struct {
     check_kind_t kind;
@@ -82,6 +86,7 @@ static const check_case_t check_cases[] = {
     {"pool GPU0 -> GPU1",                 {KIND_POOL, 0},    {KIND_CUDA, 1}},
     {"GPU0 -> pool GPU1",                 {KIND_CUDA, 0},    {KIND_POOL, 1}},
     {"runtime GPU0 -> runtime GPU1",      {KIND_RUNTIME, 0}, {KIND_RUNTIME, 1}},
+    {"VMM GPU0 -> VMM GPU1",              {KIND_VMM, 0},     {KIND_VMM, 1}},
 };
 
 #define CHECK_MAX_SIZES 128
@@ -113,6 +118,14 @@ static struct {
     CUresult (*alloc_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
     CUresult (*free_async)(CUdeviceptr, CUstream);
     CUresult (*stream_sync)(CUstream);
+    CUresult (*vmm_granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags);
+    CUresult (*vmm_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
+    CUresult (*vmm_release)(CUmemGenericAllocationHandle);
+    CUresult (*vmm_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*vmm_address_free)(CUdeviceptr, size_t);
+    CUresult (*vmm_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*vmm_unmap)(CUdeviceptr, size_t);
+    CUresult (*vmm_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
     int      (*rt_set_device)(int);
     int      (*rt_malloc)(void**, size_t);
     int      (*rt_free)(void*);
@@ -158,6 +171,14 @@ static int cuda_open(int device)
     CHECK_SYM(alloc_pool, "cuMemAllocFromPoolAsync");
     CHECK_SYM(free_async, "cuMemFreeAsync");
     CHECK_SYM(stream_sync, "cuStreamSynchronize");
+    CHECK_SYM(vmm_granularity, "cuMemGetAllocationGranularity");
+    CHECK_SYM(vmm_create, "cuMemCreate");
+    CHECK_SYM(vmm_release, "cuMemRelease");
+    CHECK_SYM(vmm_reserve, "cuMemAddressReserve");
+    CHECK_SYM(vmm_address_free, "cuMemAddressFree");
+    CHECK_SYM(vmm_map, "cuMemMap");
+    CHECK_SYM(vmm_unmap, "cuMemUnmap");
+    CHECK_SYM(vmm_set_access, "cuMemSetAccess");
 #ifdef CUX_CHECK_STATIC_CUDART
     cu.rt_set_device = cudaSetDevice;
     cu.rt_malloc     = cudaMalloc;
@@ -182,6 +203,60 @@ static int cuda_open(int device)
     }
     check_ctx = ctx;
     return 0;
+}
+
+/* VMM memory as PyTorch's and other allocators make it: cuMemCreate with a POSIX descriptor handle type, mapped
+ * into a reserved range, readable and writable from the device. The size is rounded up to the granularity and
+ * kept in front of nothing: mem_free asks the driver nothing but the unmap of what was mapped. */
+static size_t check_vmm_size(size_t size, const CUmemAllocationProp *prop)
+{
+    size_t granularity = 0;
+
+    if (cu.vmm_granularity(&granularity, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || (granularity == 0)) {
+        return 0;
+    }
+    return (size + granularity - 1) / granularity * granularity;
+}
+
+static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
+{
+    CUmemAllocationProp prop = {0};
+    CUmemAccessDesc access   = {0};
+    CUmemGenericAllocationHandle handle;
+
+    if (!cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
+        !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free) {
+        return CHECK_SKIP;
+    }
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    access.location           = prop.location;
+    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    size = check_vmm_size(size, &prop);
+    if ((size == 0) || cu.vmm_create(&handle, size, &prop, 0)) {
+        return -1;
+    }
+    if (cu.vmm_reserve(dptr, size, 0, 0, 0) || cu.vmm_map(*dptr, size, 0, handle, 0) ||
+        cu.vmm_set_access(*dptr, size, &access, 1)) {
+        cu.vmm_release(handle);
+        return -1;
+    }
+    cu.vmm_release(handle); /* the mapping holds the allocation */
+    return 0;
+}
+
+static void vmm_free(int device, CUdeviceptr dptr, size_t size)
+{
+    CUmemAllocationProp prop = {0};
+
+    prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id   = device;
+    size               = check_vmm_size(size, &prop);
+    cu.vmm_unmap(dptr, size);
+    cu.vmm_address_free(dptr, size);
 }
 
 /* Returns 0, CHECK_SKIP when this kind of memory is not available here, or -1. */
@@ -215,6 +290,13 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
             return -1;
         }
         break;
+    case KIND_VMM: {
+        int rc = vmm_alloc(mem->device, size, &dptr);
+        if (rc != 0) {
+            return rc;
+        }
+        break;
+    }
     case KIND_RUNTIME:
         if (!cu.rt_set_device || !cu.rt_malloc) {
             return CHECK_SKIP;
@@ -228,9 +310,12 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
     return 0;
 }
 
-static void mem_free(const check_mem_t *mem, void *ptr)
+static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
 {
     switch (mem->kind) {
+    case KIND_VMM:
+        vmm_free(mem->device, (uintptr_t)ptr, size);
+        break;
     case KIND_HOST:
         free(ptr);
         break;
@@ -498,7 +583,7 @@ static int run_threads(const check_mem_t *mem, int first, ucp_worker_h worker, u
     }
     for (i = 0; i < check_threads; ++i) {
         if (threads[i].buf != NULL) {
-            mem_free(mem, threads[i].buf);
+            mem_free(mem, threads[i].buf, total);
         }
         free(threads[i].host);
     }
@@ -549,6 +634,20 @@ static void peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
     fprintf(stderr, "the peer failed: %s\n", ucs_status_string(status));
 }
 
+static long count_fds(void)
+{
+    long n   = 0;
+    DIR *dir = opendir("/proc/self/fd");
+
+    while ((dir != NULL) && (readdir(dir) != NULL)) {
+        ++n;
+    }
+    if (dir != NULL) {
+        closedir(dir);
+    }
+    return n;
+}
+
 static int run_side(const check_case_t *c, int is_sender, int fd)
 {
     const check_mem_t *mem = is_sender ? &c->send : &c->recv;
@@ -566,7 +665,8 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     uint8_t *host, *peer_addr;
     void *buf;
     ucp_ep_h ep;
-    int rc, s;
+    long fds[2] = {-1, -1};
+    int rc, s, pass;
 
     for (s = 0; s < check_num_sizes; ++s) {
         max = (check_sizes[s] > max) ? check_sizes[s] : max;
@@ -624,8 +724,27 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     }
 
     rc = 0;
-    for (s = 0; (s < check_num_sizes) && (rc == 0) && (check_threads == 1); ++s) {
-        rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s]);
+    /* VMM memory is exported as a descriptor: with UCP 1.16+ caching registrations, and UCP 1.13 registering per
+     * message, the count must not grow with the messages sent. Its sizes are sent twice, the descriptors counted
+     * after each pass. */
+    for (pass = 0; (pass < ((mem->kind == KIND_VMM) ? 2 : 1)) && (check_threads == 1); ++pass) {
+        if (pass > 0) { /* poison again: the first pass's largest message covered the guards of the smaller */
+            memset(host, CHECK_POISON, total);
+            rc = mem_copy(mem, buf, host, total);
+        }
+        for (s = 0; (s < check_num_sizes) && (rc == 0); ++s) {
+            rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s]);
+        }
+        fds[pass] = count_fds();
+    }
+    if ((rc == 0) && (mem->kind == KIND_VMM) && (check_threads == 1)) {
+        printf("    %s: %ld open descriptors after the first pass over the sizes, %ld after the second\n",
+               is_sender ? "sender" : "receiver", fds[0], fds[1]);
+        fflush(stdout);
+        if (fds[1] > fds[0]) {
+            fprintf(stderr, "descriptors grew with the messages sent\n");
+            rc = -1;
+        }
     }
     if (check_threads > 1) {
         rc = run_threads(mem, is_sender, worker, ep, fd, total);
@@ -655,7 +774,7 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     ucp_worker_release_address(worker, addr);
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
-    mem_free(mem, buf);
+    mem_free(mem, buf, total);
     free(host);
     free(peer_addr);
     return rc;

@@ -1273,6 +1273,31 @@ CUresult cuCtxSetCurrent(CUcontext c) { return m_cuCtxSetCurrent(c); }
 CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }
 CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return m_cuMemAllocManaged(p, n, f); }
 CUresult cuMemFree(CUdeviceptr p) { return m_cuMemFree(p); }
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    return m_cuMemCreate(h, size, prop, flags);
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return m_cuMemRelease(h); }
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long f)
+{
+    return m_cuMemAddressReserve(p, size, align, addr, f);
+}
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) { return m_cuMemAddressFree(p, size); }
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f)
+{
+    return m_cuMemMap(p, size, offset, h, f);
+}
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) { return m_cuMemUnmap(p, size); }
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    return m_cuMemSetAccess(p, size, desc, count);
+}
+CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    return m_cuMemGetAllocationGranularity(g, prop, option);
+}
 
 CUresult cuCtxSynchronize(void) { return m_cuCtxSynchronize(); }
 CUresult cuCtxGetFlags(unsigned *flags) { return m_cuCtxGetFlags(flags); }
