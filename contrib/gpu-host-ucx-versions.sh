@@ -18,7 +18,8 @@
 #                place of UCX's own, `ucx-cuda-run --check` and the data check, several runs, then UCX's own
 #                module for comparison.
 #
-# CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites.
+# CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites,
+# CUX_VERSIONS_OPCOST=0 the per-operation costs (bench/cux_opcost; system and inplace set-ups).
 # CUX_UCX_SRC is the source tree of exactly PREFIX's version: `apt-get source ucx` of the installed package, or
 # UCX's release tag (`git archive vX.Y.Z src configure.ac` is enough for the headers). A UCX to install under
 # PREFIX is built from a tree with configure generated (contrib/prepare-ucx-src.sh here, where libtoolize is)
@@ -78,6 +79,16 @@ gtest_suite() {
     cp test/logs/system-driver.log "$work/logs/gtest-gpu.log"
 }
 
+# bench/cux_opcost against this UCX: its cuda_ipc lines (registration, key packing and unpacking, the proofs of
+# a peer's address and key, a first transfer of an allocation and a cached one) into the report.
+opcost() {
+    [ "${CUX_VERSIONS_OPCOST:-1}" = 1 ] || return
+    say "bench/cux_opcost, cuda_ipc lines (all of it in logs/opcost.txt):"
+    # it links the build's module itself: UCX's module directory (ours installed, or UCX's own) stays out
+    UCX_MODULES=^cuda timeout 300 "$build/bench/cux_opcost" 2000 >"$work/logs/opcost.txt" 2>&1 || failed "cux_opcost"
+    grep -E 'cux_opcost|cuda_ipc|exporter' "$work/logs/opcost.txt" >>"$report"
+}
+
 # N runs of the data check (GPU0 and GPU1 in the two processes); CHECK_CMD prefixes it (launcher or nothing).
 data_check() {
     local label=$1 n=$2 passed=0 i r; shift 2
@@ -133,6 +144,7 @@ system)
     launcher="env CUX_MODULE=$build/.libs/libuct_cuda.so.0 CUX_PERFTEST_LIB=$build/.libs/libcux_perftest.so"
     launcher="$launcher CUX_MEMTYPE_LIB=$build/.libs/libcux_memtype.so $build/ucx-cuda-run"
     CHECK_CMD="$launcher"
+    opcost
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "self,sm,cuda_copy,cuda_ipc" "$runs"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "every size across the thresholds (--sweep)" 1 --sweep
     UCX_TLS=self,sm,cuda_copy data_check "self,sm,cuda_copy (no cuda_ipc)" 1
@@ -175,6 +187,7 @@ inplace)
     say "our module in place of UCX's own: $(cuda_info)"
     launcher_check "our module in place of UCX's own" "$moddir/libuct_cuda.so.0"
     CHECK_CMD=
+    opcost
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, in place" "$runs"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "ours, every size across the thresholds (--sweep)" 1 --sweep
     UCX_TLS=self,tcp,cuda_copy,cuda_ipc data_check "ours, peer error handling" 1 --peer-errors --only 0,1 8 1048576

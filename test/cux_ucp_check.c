@@ -87,6 +87,7 @@ static const check_case_t check_cases[] = {
     {"GPU0 -> pool GPU1",                 {KIND_CUDA, 0},    {KIND_POOL, 1}},
     {"runtime GPU0 -> runtime GPU1",      {KIND_RUNTIME, 0}, {KIND_RUNTIME, 1}},
     {"VMM GPU0 -> VMM GPU1",              {KIND_VMM, 0},     {KIND_VMM, 1}},
+    {"VMM GPU0 -> VMM GPU0, two processes", {KIND_VMM, 0},   {KIND_VMM, 0}},
 };
 
 #define CHECK_MAX_SIZES 128
