@@ -193,7 +193,9 @@ TEST_F(stock_perftest, synchronous_fills_arrive_stale_without_synchronous_memory
         command_result synced = ucp_check(env + " CUX_SYNC_MEMOPS=n", "--fill-sync 8 65539 1048576");
         EXPECT_EQ(0, synced.status) << synced.output;
 
-        command_result pointer = ucp_check(env + " MOCK_CUDA_MODE=nosetflags");
+        /* VMM memory (cases 9 and 10) takes no pointer attribute, and a 12.0 driver has no context flag: there
+         * neither module can make a synchronous fill safe (UCX 1.13's own module delivers it stale on the GPU host) */
+        command_result pointer = ucp_check(env + " MOCK_CUDA_MODE=nosetflags", "--only 0,1,2,3,4,5,6,7,8");
         EXPECT_EQ(0, pointer.status) << pointer.output;
         EXPECT_NE(std::string::npos, pointer.output.find(" 0 failed")) << pointer.output;
     }
@@ -209,7 +211,9 @@ TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
     EXPECT_NE(std::string::npos, r.output.find("send to the killed peer ended")) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("2 passed, 0 failed")) << r.output;
+    /* case 0 needs a second GPU: on a one-GPU host it is skipped and case 1 alone passes */
+    EXPECT_NE(std::string::npos, r.output.find((cux_device_count() > 1) ? "2 passed, 0 failed" : "1 passed, 0 failed"))
+        << r.output;
 }
 
 /* One UCP worker in UCS_THREAD_MODE_MULTI shared by four threads in each process, each thread with buffers and
