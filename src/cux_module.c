@@ -13,6 +13,7 @@
 
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
+#include <ucs/sys/module.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -30,6 +31,11 @@ static struct {
 };
 
 static int cux_module_registered;
+
+/* The uct_cuda framework's submodules of this UCX build (gdrcopy), as its configure listed them */
+#ifndef uct_cuda_MODULES
+#define uct_cuda_MODULES "" /* a UCX configured with --with-ucx-build-config=detect: built without CUDA */
+#endif
 
 typedef void (*cux_ucp_get_version_fn_t)(unsigned*, unsigned*, unsigned*);
 
@@ -118,4 +124,20 @@ static void __attribute__((destructor)) cux_module_unregister(void)
         ucs_list_del(&cux_module_entries[i].component->cm_config.list);
         ucs_list_del(&cux_module_entries[i].component->md_config.list);
     }
+}
+
+/*
+ * UCX calls this after it opened the module by name: in place of its own CUDA module, or from UCX 1.22's
+ * plugin path. UCX's own module loads the uct_cuda framework's submodules (gdr_copy) here, and so does this
+ * one; they link against this library and call the uct_cuda_* functions of cux_uct_cuda_exports.c. A preloaded
+ * module is not opened by UCX, and such a UCX has no CUDA submodules built for it.
+ */
+UCS_MODULE_INIT()
+{
+    UCS_MODULE_FRAMEWORK_DECLARE(uct_cuda);
+
+    if (cux_module_registered) {
+        UCS_MODULE_FRAMEWORK_LOAD(uct_cuda, 0);
+    }
+    return UCS_OK;
 }

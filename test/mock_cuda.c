@@ -114,7 +114,9 @@ struct CUevent_st  { int pending; CUstream stream; unsigned long seq; };
 static mock_alloc_t mock_allocs[MOCK_MAX_ALLOCS];
 static void mock_late_drop(uintptr_t start, size_t size);
 static CUresult mock_ctx_streams_run(int device);
-static struct CUctx_st mock_ctx[16];
+#define MOCK_MAX_DEVICES 16
+static struct CUctx_st mock_ctx[MOCK_MAX_DEVICES];
+static int mock_ctx_retained[MOCK_MAX_DEVICES]; /* retains of each primary context */
 static __thread CUcontext mock_current;
 static __thread CUcontext mock_stack[16];
 static __thread int mock_stack_depth;
@@ -399,8 +401,25 @@ static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
         return res;
     }
     mock_ctx[d].device = d; /* its flags and peers stay as they are: one primary context per device */
+    __atomic_add_fetch(&mock_ctx_retained[d], 1, __ATOMIC_RELAXED);
     *c = &mock_ctx[d];
     return CUDA_SUCCESS;
+}
+
+/* A primary context is active once retained; the mock never deactivates one (release only counts). */
+static CUresult m_cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active)
+{
+    if ((d < 0) || (d >= MOCK_MAX_DEVICES)) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *flags  = 0;
+    *active = (mock_ctx[d].device == d) && (mock_ctx_retained[d] > 0);
+    return CUDA_SUCCESS;
+}
+
+static CUresult m_cuDevicePrimaryCtxRelease(CUdevice d)
+{
+    return ((d >= 0) && (d < MOCK_MAX_DEVICES)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 static CUresult m_cuCtxGetCurrent(CUcontext *c) { *c = mock_current; return CUDA_SUCCESS; }
@@ -1216,7 +1235,8 @@ static const struct {
     MOCK_SYM(cuDriverGetVersion), MOCK_SYM(cuGetErrorName), MOCK_SYM(cuGetErrorString),
     MOCK_SYM(cuDeviceGetCount), MOCK_SYM(cuDeviceGet), MOCK_SYM(cuDeviceGetName),
     MOCK_SYM(cuDeviceGetAttribute), MOCK_SYM(cuDeviceGetPCIBusId), MOCK_SYM(cuDeviceGetUuid),
-    MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuCtxGetCurrent),
+    MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuDevicePrimaryCtxGetState),
+    MOCK_SYM(cuDevicePrimaryCtxRelease), MOCK_SYM(cuCtxGetCurrent),
     MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
     MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuCtxGetFlags), MOCK_SYM(cuCtxSetFlags), MOCK_SYM(cuCtxSynchronize),
     MOCK_SYM(cuPointerSetAttribute), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),

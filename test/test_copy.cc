@@ -15,6 +15,8 @@ extern "C" {
 #include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
 #include <uct/api/v2/uct_v2.h> /* uct_iface_estimate_perf; uct_md_query_v2 in UCX 1.16 and later */
+#include <uct/base/uct_md.h>     /* the md op itself: 1.22's memory flags are in the v2 attributes only */
+#include <ucs/memory/memtype_cache.h>
 }
 
 using namespace cux_test;
@@ -302,6 +304,38 @@ TEST_F(copy_dmabuf, a_descriptor_the_driver_refuses_leaves_the_query_intact)
 #endif
 
 #if CUX_UCX_VERNUM >= 122
+/* Issue 20: UCX 1.22's InfiniBand memory domains register only memory flagged UCS_MEM_FLAG_REGISTRABLE, and UCP
+ * trusts a memory-type cache entry whose device is known: GPU memory must carry the flag in the memory query and
+ * in the cache, or no GPU buffer is registered with the NIC (no GPUDirect RDMA). Unless a dma-buf the devices
+ * support cannot be had for it, as UCX's own module answers. */
+TEST_F(copy, memory_queries_and_the_memtype_cache_flag_gpu_memory_registrable)
+{
+    buffer dev(buf_kind::cuda0, 1 << 20);
+    uct_md_mem_attr_v2_t attr = {};
+    attr.field_mask = UCT_MD_MEM_ATTR_V2_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_V2_FIELD_SYS_DEV |
+                      UCT_MD_MEM_ATTR_V2_FIELD_MEM_FLAGS;
+    ASSERT_EQ(UCS_OK, m_md->ops->mem_query(m_md, dev.ptr(), 1 << 20, &attr));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+    EXPECT_EQ(UCS_MEM_FLAG_REGISTRABLE, attr.mem_flags);
+
+    ucs_memory_info_t info;
+    if (ucs_memtype_cache_lookup(dev.ptr(), 1 << 20, &info) == UCS_OK) {
+        EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, info.type);
+        EXPECT_EQ(UCS_MEM_FLAG_REGISTRABLE, info.mem_flags) << "a cache entry UCP trusts would skip registration";
+    }
+
+    if (using_mock_driver()) { /* dma-buf supported, but not for this buffer: not registrable, as UCX answers */
+        setenv("MOCK_CUDA_NO_DMABUF", "1", 1);
+        attr.field_mask |= UCT_MD_MEM_ATTR_V2_FIELD_DMABUF_FD;
+        attr.dmabuf_fd   = UCT_DMABUF_FD_INVALID;
+        ASSERT_EQ(UCS_OK, m_md->ops->mem_query(m_md, dev.ptr(), 1 << 20, &attr));
+        unsetenv("MOCK_CUDA_NO_DMABUF");
+        if (attr.sys_dev != UCS_SYS_DEVICE_ID_UNKNOWN) {
+            EXPECT_EQ(0, attr.mem_flags);
+        }
+    }
+}
+
 /* UCX 1.22 asks for memory on a given device (its system device), e.g. for staging buffers near a peer. */
 TEST_F(copy, md_allocates_on_the_device_asked_for)
 {

@@ -77,6 +77,20 @@ TEST(driver_loader, module_has_no_link_time_cuda_dependency)
     EXPECT_EQ(std::string::npos, r.output.find("libnvidia-ml")) << r.output;
 }
 
+/* The module exports exactly the names of src/libuct_cuda.map: UCX's entry point, the functions UCX's other CUDA
+ * modules call, and the launcher's marker; every internal name stays inside. */
+TEST(driver_loader, module_exports_exactly_its_list)
+{
+    command_result exported = run_command("nm -D --defined-only " + build_path(".libs/libuct_cuda.so.0") +
+                                          " | awk '{print $3}' | sort");
+    command_result listed   = run_command("sed -n '/global:/,/local:/p' " + source_path("src/libuct_cuda.map") +
+                                          " | grep -o '^ *[a-z_0-9]*;' | tr -d ' ;' | sort");
+    ASSERT_EQ(0, exported.status) << exported.output;
+    ASSERT_EQ(0, listed.status) << listed.output;
+    EXPECT_NE(std::string::npos, listed.output.find("uct_cuda_base_query_md_resources")) << listed.output;
+    EXPECT_EQ(listed.output, exported.output);
+}
+
 /* A module built for one UCX must not touch another's structures: it refuses to register, and says why. */
 TEST(driver_loader, module_refuses_a_ucx_of_another_version)
 {

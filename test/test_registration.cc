@@ -136,3 +136,58 @@ TEST(registration, ucx_loads_the_module_from_its_plugin_path)
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_copy")) << r.output;
     EXPECT_NE(std::string::npos, r.output.find("Transport: cuda_ipc")) << r.output;
 }
+
+/* Issue 20: UCX's other CUDA modules (gdr_copy; UCX 1.22's GPU-initiated InfiniBand module) link against
+ * libuct_cuda and call its uct_cuda_* functions; installed in place of UCX's own module, ours is that library.
+ * A fake submodule linked against our module with every name resolved at link time (test/submodule/) is
+ * loaded through UCX's module framework, as UCX's module loads its build's list of them, and calls each. */
+TEST(registration, a_uct_cuda_submodule_links_against_the_module_and_calls_each_function)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "the expected answers are the mock driver's";
+    }
+    char dir[] = "/tmp/cux-submodule-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    ASSERT_EQ(0, run_command(std::string("cp -L ") + build_path("test/.libs/libuct_cuda_fake.so.0") + " " + dir)
+                         .status);
+    command_result r = run_command(std::string("UCX_MODULE_DIR=") + dir + " LD_LIBRARY_PATH=" +
+                                   build_path(".libs") + " " + build_path("test/submodule_host") + " :fake");
+    run_command(std::string("rm -rf ") + dir);
+    ASSERT_EQ(0, r.status) << r.output;
+    for (const char *line : {"uct_cuda_base_query_md_resources -> Success, 1 resource(s) named cuda_fake",
+                             "uct_cuda_base_query_devices -> Success, 1 device(s) named cuda",
+                             "uct_cuda_base_check_device_name cuda -> Success",
+                             "uct_cuda_base_check_device_name mlx5_0 -> No such device",
+                             "uct_cuda_base_check_device_name without a device -> Invalid parameter",
+                             "uct_cuda_ctx_primary_push(0, retain inactive) -> Success",
+                             "uct_cuda_ctx_primary_pop_and_release -> returned",
+                             "uct_cuda_ctx_primary_push_first_active -> Success, device 0",
+                             "uct_cuda_get_sys_dev(0) -> ",
+                             "uct_cuda_copy_md_is_dmabuf_supported -> 1",
+                             "uct_cuda_copy_md_get_dmabuf of no GPU memory -> fd invalid, offset 0"}) {
+        EXPECT_NE(std::string::npos, r.output.find(std::string("fake: ") + line)) << line << "\n" << r.output;
+    }
+}
+
+/* UCX 1.22 loads the uct_cuda framework's modules from UCX_PLUGIN_PATH too: with ours and the fake there, UCX
+ * opens ours by itself, ours loads the framework (ucs_module_global_init), and the framework the fake. */
+TEST(registration, the_module_loads_uct_cuda_submodules_from_the_plugin_path)
+{
+    if (CUX_UCX_VERNUM < 122) {
+        GTEST_SKIP() << "UCX " << CUX_UCX_VERNUM / 100 << "." << CUX_UCX_VERNUM % 100
+                     << " loads only the submodules compiled into its list (uct_cuda_MODULES)";
+    }
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "the expected answers are the mock driver's";
+    }
+    char dir[] = "/tmp/cux-plugin-sub-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    ASSERT_EQ(0, run_command(std::string("cp -L ") + build_path(".libs/libuct_cuda.so.0") + " " +
+                             build_path("test/.libs/libuct_cuda_fake.so.0") + " " + dir).status);
+    command_result r = run_command(std::string("env -u UCX_MODULES UCX_PLUGIN_PATH=") + dir + " LD_LIBRARY_PATH=" +
+                                   dir + " " + build_path("test/submodule_host"));
+    run_command(std::string("rm -rf ") + dir);
+    ASSERT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("fake: uct_cuda_base_query_md_resources -> Success")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("fake: uct_cuda_copy_md_get_dmabuf")) << r.output;
+}

@@ -9,9 +9,18 @@
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)
 
-/* UCP's memory-type cache learns an allocation. */
-#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev) \
+/* UCP's memory-type cache learns an allocation; the memory flags (UCS_MEM_FLAG_*) exist from 1.22 on. */
+#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev, _mem_flags) \
     ucs_memtype_cache_update(_address, _size, _mem_type, _sys_dev)
+
+/* Memory a NIC's memory domain can register (1.22's UCS_MEM_FLAG_REGISTRABLE; before, nothing reads it). */
+#define CUX_MEM_FLAG_REGISTRABLE 1
+
+/* A memory-type event of UCM whose system device and flags are unknown (1.22's event has both). */
+#define CUX_UCM_EVENT_ATTRS_UNKNOWN(_event)
+
+/* Memory-attribute fields of some releases only, set from a cux_mem_info_t. */
+#define CUX_MEM_ATTR_SET_VERSION_FIELDS(_attr, _info)
 
 #define CUX_MD_QUERY_FUNC(_name, _caps) \
     static ucs_status_t _name(uct_md_h md, uct_md_attr_t *attr) \
@@ -45,6 +54,7 @@
         ucs_status_t status = _impl(md, address, length, &info); \
         if (status == UCS_OK) { \
             CUX_MEM_ATTR_SET_COMMON(attr, &info); \
+            CUX_MEM_ATTR_SET_VERSION_FIELDS(attr, &info); \
         } \
         return status; \
     }

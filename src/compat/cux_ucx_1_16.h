@@ -68,6 +68,7 @@
         ucs_status_t status = _impl(md, address, length, &info); \
         if (status == UCS_OK) { \
             CUX_MEM_ATTR_SET_COMMON(attr, &info); \
+            CUX_MEM_ATTR_SET_VERSION_FIELDS(attr, &info); \
             if (attr->field_mask & UCT_MD_MEM_ATTR_FIELD_DMABUF_FD) { \
                 attr->dmabuf_fd = info.dmabuf_fd; \
             } \

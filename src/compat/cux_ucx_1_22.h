@@ -4,8 +4,8 @@
  * attribute structure grew fields such as gva_mem_types), and a transport that moves host memory lists it as
  * accessed (UCP takes its memory-type copy lanes from those); mem_query takes uct_md_mem_attr_v2_t; mem_alloc takes
  * the system device; rkey_unpack takes a parameter structure; md ops gain mem_elem_pack; internal iface ops
- * gain iface_query_v2, ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with a completion; the
- * memory-type cache update takes memory flags. Included by cux_ucx_compat.h only.
+ * gain iface_query_v2, ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with a completion; memory
+ * queries and the memory-type cache carry memory flags (registrable by a NIC). Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_22_H_
 #define CUX_UCX_1_22_H_
@@ -13,8 +13,27 @@
 #include "cux_ucx_1_16.h"
 
 #undef CUX_MEMTYPE_CACHE_UPDATE
-#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev) \
-    ucs_memtype_cache_update(_address, _size, _mem_type, _sys_dev, 0)
+#define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev, _mem_flags) \
+    ucs_memtype_cache_update(_address, _size, _mem_type, _sys_dev, _mem_flags)
+
+/* InfiniBand memory domains register only memory flagged registrable (their required_mem_flags). */
+#undef CUX_MEM_FLAG_REGISTRABLE
+#define CUX_MEM_FLAG_REGISTRABLE UCS_MEM_FLAG_REGISTRABLE
+
+#undef CUX_UCM_EVENT_ATTRS_UNKNOWN
+#define CUX_UCM_EVENT_ATTRS_UNKNOWN(_event) \
+    do { \
+        (_event)->mem_type.sys_dev   = UCS_SYS_DEVICE_ID_UNKNOWN; \
+        (_event)->mem_type.mem_flags = 0; \
+    } while (0)
+
+#undef CUX_MEM_ATTR_SET_VERSION_FIELDS
+#define CUX_MEM_ATTR_SET_VERSION_FIELDS(_attr, _info) \
+    do { \
+        if ((_attr)->field_mask & UCT_MD_MEM_ATTR_V2_FIELD_MEM_FLAGS) { \
+            (_attr)->mem_flags = (_info)->mem_flags; \
+        } \
+    } while (0)
 
 #undef CUX_MD_ATTR_DEFAULTS
 #define CUX_MD_ATTR_DEFAULTS(_attr) uct_md_base_md_query(_attr)

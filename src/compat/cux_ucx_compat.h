@@ -12,7 +12,10 @@
  * What a release header provides, for the neutral form a transport writes:
  *
  *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
- *   CUX_MEMTYPE_CACHE_UPDATE(addr, size, type, sys_dev)
+ *   CUX_MEMTYPE_CACHE_UPDATE(addr, size, type, sys_dev, mem_flags)
+ *   CUX_MEM_FLAG_REGISTRABLE                    memory flag: a NIC's memory domain can register it (1.22+)
+ *   CUX_MEM_ATTR_SET_VERSION_FIELDS(attr, info) memory-attribute fields of some releases (1.22: mem_flags)
+ *   CUX_UCM_EVENT_ATTRS_UNKNOWN(event)          a UCM memory-type event's device and flags: unknown (1.22)
  *                                               tell UCP's memory-type cache about an allocation
  *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
  *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
@@ -69,6 +72,7 @@ typedef struct cux_mem_info {
     ucs_sys_device_t  sys_dev;
     void              *base_address;
     size_t            alloc_length;
+    uint8_t           mem_flags;     /* CUX_MEM_FLAG_* */
 } cux_mem_info_t;
 
 /* The fields every release's memory attributes have, by the caller's field mask. */

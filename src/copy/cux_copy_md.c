@@ -161,7 +161,8 @@ static void cux_copy_md_cache_alloc(const cux_copy_memh_t *memh)
 
     if ((ucs_memtype_cache_global_instance != NULL) ||
         (ucs_memtype_cache_lookup(memh->address, 1, &info) != UCS_ERR_UNSUPPORTED)) {
-        CUX_MEMTYPE_CACHE_UPDATE(memh->address, memh->length, memh->mem_type, UCS_SYS_DEVICE_ID_UNKNOWN);
+        /* device and flags unknown: UCP asks a memory domain for them when it first needs them */
+        CUX_MEMTYPE_CACHE_UPDATE(memh->address, memh->length, memh->mem_type, UCS_SYS_DEVICE_ID_UNKNOWN, 0);
     }
 }
 
@@ -263,8 +264,9 @@ static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
 /*
  * The memory types we handle; anything else is reported as not ours, which UCP takes as host memory. As with
  * UCX's own module, GPU memory UCP asks about gets synchronous memory operations, and UCP's memory-type cache
- * learns its allocation: UCX's allocation hooks report buffers as "unknown", and UCP asks a memory domain only
- * about those (or about every buffer when the cache is off, where the update does nothing).
+ * learns its allocation, device and flags (cux_copy_cache_learns): UCX's allocation hooks report buffers as
+ * "unknown", and UCP asks a memory domain only about those (or about every buffer when the cache is off, where
+ * the update does nothing).
  */
 static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t *info)
 {
@@ -277,8 +279,24 @@ static ucs_status_t cux_copy_ptr_query_cuda(const void *address, cux_ptr_info_t 
         return UCS_ERR_INVALID_ADDR;
     }
     cux_sync_memops(address, info->device);
-    CUX_MEMTYPE_CACHE_UPDATE(info->base, info->length, info->mem_type, info->sys_dev);
     return UCS_OK;
+}
+
+/*
+ * Can a NIC register this GPU memory? As UCX 1.22's own module answers: yes, unless the devices export dma-buf,
+ * the memory's device is known, and the dma-buf export of the buffer was tried and failed (then a NIC can
+ * register it only through dma-buf, and cannot). UCX 1.22's InfiniBand memory domains register only memory
+ * flagged so, for GPUDirect RDMA.
+ */
+static uint8_t cux_copy_mem_flags(const cux_copy_md_t *md, const cux_ptr_info_t *info, int dmabuf_failed)
+{
+    return (md->dmabuf && (info->sys_dev != UCS_SYS_DEVICE_ID_UNKNOWN) && dmabuf_failed) ?
+           0 : CUX_MEM_FLAG_REGISTRABLE;
+}
+
+static void cux_copy_cache_learns(const cux_ptr_info_t *info, uint8_t mem_flags)
+{
+    CUX_MEMTYPE_CACHE_UPDATE(info->base, info->length, info->mem_type, info->sys_dev, mem_flags);
 }
 
 static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address, size_t length,
@@ -290,12 +308,14 @@ static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address
     status = cux_copy_ptr_query_cuda(address, &info);
     if (status == UCS_OK) {
         *mem_type_p = info.mem_type;
+        cux_copy_cache_learns(&info, cux_copy_mem_flags(ucs_derived_of(md, cux_copy_md_t), &info, 0));
     }
     return status;
 }
 
 static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, size_t length, cux_mem_info_t *mem)
 {
+    const cux_copy_md_t *copy_md = ucs_derived_of(md, cux_copy_md_t);
     cux_ptr_info_t info;
     ucs_status_t status;
 
@@ -307,9 +327,11 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
     mem->sys_dev      = info.sys_dev;
     mem->base_address = info.base;
     mem->alloc_length = info.length;
-    if (mem->want_dmabuf && ucs_derived_of(md, cux_copy_md_t)->dmabuf) {
+    if (mem->want_dmabuf && copy_md->dmabuf) {
         cux_copy_dmabuf_export(address, length, &info, &mem->dmabuf_fd, &mem->dmabuf_offset);
     }
+    mem->mem_flags = cux_copy_mem_flags(copy_md, &info, mem->want_dmabuf && (mem->dmabuf_fd < 0));
+    cux_copy_cache_learns(&info, mem->mem_flags);
     return UCS_OK;
 }
 

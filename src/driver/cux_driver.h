@@ -33,6 +33,8 @@
     _f(cuDeviceGetUuid, 11040) \
     _f(cuDeviceCanAccessPeer, 4000) \
     _f(cuDevicePrimaryCtxRetain, 7000) \
+    _f(cuDevicePrimaryCtxGetState, 7000) \
+    _f(cuDevicePrimaryCtxRelease, 11000) \
     _f(cuCtxGetCurrent, 4000) \
     _f(cuCtxSetCurrent, 4000) \
     _f(cuCtxPushCurrent, 4000) \

@@ -194,7 +194,7 @@ static void check_before(const char *module)
         return;
     }
     handle = dlopen(cuda_path, RTLD_LAZY | RTLD_NOLOAD);
-    ours   = (handle != NULL) && (dlsym(handle, "cux_device_count") != NULL);
+    ours   = (handle != NULL) && (dlsym(handle, "cux_module_version") != NULL);
     if (handle != NULL) {
         dlclose(handle);
     }

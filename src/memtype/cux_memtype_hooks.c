@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 #include <ucm/api/ucm.h>
+#include "compat/cux_ucx_compat.h"
 
 /* Exported by libucm.so.0, declared only in UCX's internal headers. */
 typedef void (*cux_ucm_dispatch_fn_t)(ucm_event_type_t event_type, ucm_event_t *event);
@@ -67,9 +68,13 @@ static void cux_mt_dispatch(ucm_event_type_t type, uintptr_t address, size_t siz
             return;
         }
     }
+    /* UCX 1.16+ events carry the system device and memory flags: left zero (unknown, nothing claimed), so that
+     * UCP asks a memory domain for them before it relies on them, as for UCX's own hooks' "unknown" */
+    memset(&event, 0, sizeof(event));
     event.mem_type.address  = (void*)address;
     event.mem_type.size     = size;
     event.mem_type.mem_type = mem_type;
+    CUX_UCM_EVENT_ATTRS_UNKNOWN(&event);
     dispatch(type, &event);
 }
 
@@ -190,9 +195,11 @@ ucs_status_t ucm_set_event_handler(int events, int priority, ucm_event_callback_
     pthread_mutex_lock(&cux_mt_lock);
     for (b = 0; b < CUX_MT_BUCKETS; ++b) {
         for (entry = cux_mt_table[b]; entry != NULL; entry = entry->next) {
+            memset(&event, 0, sizeof(event));
             event.mem_type.address  = (void*)entry->address;
             event.mem_type.size     = entry->size;
             event.mem_type.mem_type = entry->mem_type;
+            CUX_UCM_EVENT_ATTRS_UNKNOWN(&event);
             cb(UCM_EVENT_MEM_TYPE_ALLOC, &event, arg);
         }
     }
