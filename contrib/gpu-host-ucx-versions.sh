@@ -13,6 +13,12 @@
 #                and `ucx_info -d` lists cuda_copy and cuda_ipc with no preload; then ucx_perftest -m cuda
 #                between two processes; then the same with the module only in UCX_PLUGIN_PATH; the gtest GPU
 #                suite and the data check.
+# SETUP unpacked: a distribution's own binary packages unpacked into a directory, nothing rebuilt (Debian 13's
+#                libucx0, libucx-dev and ucx-utils 1.18.1, which need glibc 2.38; PREFIX is the unpacked usr/):
+#                configured with the packages' own ucx_info; the gtest GPU suite; `ucx-cuda-run --check`; the data
+#                check through ucx-cuda-run (every memory kind, --sweep); ucx_perftest -m cuda between two processes;
+#                what UCX's other transports there (Debian 13's ROCm modules) say; and a module built for another
+#                release (CUX_OTHER_MODULE) refused with its line.
 # SETUP inplace: a UCX built with CUDA (PREFIX/reference-module holds its own module, as
 #                contrib/build-reference-ucx.sh leaves it): the gtest GPU suite, then our module installed in
 #                place of UCX's own, `ucx-cuda-run --check` and the data check, several runs, then UCX's own
@@ -27,8 +33,8 @@
 # CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC='. ./gpu-carry holds the plugin's dist tarball and
 # googletest/ (contrib/prepare-gpu-carry.sh). Writes $OUT/versions-SETUP.txt and versions-SETUP-logs.tar.gz.
 set -u
-setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace PREFIX}
-prefix=${2:?usage: gpu-host-ucx-versions.sh system|plugin|inplace PREFIX}
+setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
+prefix=${2:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
 ucx_src=${CUX_UCX_SRC:?CUX_UCX_SRC must name the UCX source tree of PREFIX}
 runs=${CUX_CHECK_RUNS:-5}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,13 +112,16 @@ data_check() {
     [ "$passed" -eq "$n" ] || rc=1
 }
 
-# Two-process ucx_perftest; prints the client's last line.
+# Two-process ucx_perftest (GPU0 and GPU1, or both on GPU0 on a one-GPU host); prints the client's last line.
 perftest() {
-    local port=$((20000 + RANDOM % 20000))
-    CUDA_VISIBLE_DEVICES=0 timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" -p $port \
+    local port=$((20000 + RANDOM % 20000)) peer_gpu=1 mode=
+    [ "$(nvidia-smi -L | wc -l)" -gt 1 ] || peer_gpu=0
+    # a ucx_perftest built with MPI (Debian 13's) starts in MPI mode unless told -P 0
+    "$prefix/bin/ucx_perftest" -h 2>&1 | grep -q -- '-P <0|1>' && mode="-P 0"
+    CUDA_VISIBLE_DEVICES=0 timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" $mode -p $port \
         >"$work/logs/perftest-server.log" 2>&1 &
     sleep 1
-    CUDA_VISIBLE_DEVICES=1 timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" localhost -p $port "$@" \
+    CUDA_VISIBLE_DEVICES=$peer_gpu timeout 120 $PERF_CMD "$prefix/bin/ucx_perftest" $mode localhost -p $port "$@" \
         >"$work/logs/perftest-client.log" 2>&1
     local prc=$?
     wait
@@ -196,6 +205,36 @@ inplace)
     cp "$prefix/reference-module/libuct_cuda.so.0" "$moddir/libuct_cuda.so.0"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "UCX's own module" 2
     cp "$work/ours.so" "$moddir/libuct_cuda.so.0"
+    ;;
+unpacked)
+    say "unpacked: $(ls "$prefix/lib"/*-linux-gnu/libucs.so.0* | head -n 1); $("$prefix/bin/ucx_info" -v | head -n 2 |
+        tr '\n' ' ')"
+    "$prefix/bin/ucx_info" -b | grep -E '_MODULES' >>"$report"
+    gtest_suite
+    launcher_check "the distribution's UCX, the module preloaded"
+    launcher="env CUX_MODULE=$build/.libs/libuct_cuda.so.0 CUX_PERFTEST_LIB=$build/.libs/libcux_perftest.so"
+    launcher="$launcher CUX_MEMTYPE_LIB=$build/.libs/libcux_memtype.so $build/ucx-cuda-run"
+    CHECK_CMD="$launcher"
+    opcost
+    say "ucx_info -d through ucx-cuda-run, and what loading UCX's other modules says (UCX_LOG_LEVEL=debug):"
+    UCX_LOG_LEVEL=debug $launcher "$prefix/bin/ucx_info" -d >"$work/logs/ucx_info-d.log" 2>&1 ||
+        failed "ucx_info -d"
+    grep -E 'Transport: |Component: ' "$work/logs/ucx_info-d.log" | sort -u | tr '\n' ' ' >>"$report"
+    echo >>"$report"
+    grep -iE 'rocm|hsa' "$work/logs/ucx_info-d.log" | sed 's/^\[[0-9.]*\] \[[^]]*\] *//' | sort -u | head -n 5 >>"$report"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "self,sm,cuda_copy,cuda_ipc" "$runs"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc data_check "every size across the thresholds (--sweep)" 1 --sweep
+    UCX_TLS=self,sm,cuda_copy data_check "self,sm,cuda_copy (no cuda_ipc)" 1
+    PERF_CMD="$launcher"
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_bw -m cuda -s 1048576 -n 1000 -w 100
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_lat -m cuda -s 8 -n 10000 -w 1000
+    if [ -n "${CUX_OTHER_MODULE:-}" ]; then
+        say "a module built for another UCX ($CUX_OTHER_MODULE), preloaded:"
+        other=$(UCX_MODULES=^cuda LD_PRELOAD="$CUX_OTHER_MODULE" "$prefix/bin/ucx_info" -d 2>&1 | head -n 40)
+        echo "$other" | grep -E 'built for|Transport: cuda|rror' | head -n 3 >>"$report"
+        echo "$other" | grep -q 'but this process runs' || failed "the other release's module was not refused"
+        echo "$other" | grep -q 'Transport: cuda' && failed "the other release's module registered transports"
+    fi
     ;;
 *)
     failed "unknown set-up $setup"

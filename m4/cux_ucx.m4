@@ -59,11 +59,14 @@ AS_IF([test "x$cux_src_version" != "x$cux_ucx_version"],
 
 cux_ucx_major=`echo $cux_ucx_version | cut -d. -f1`
 cux_ucx_minor=`echo $cux_ucx_version | cut -d. -f2`
-# One header per release in src/compat/ (cux_ucx_compat.h says how to add one).
-AS_CASE([$cux_ucx_major.$cux_ucx_minor],
-        [1.13|1.16|1.22], [],
-        [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: 1.13, 1.16, 1.22)])])
+# One header per release in src/compat/ (cux_ucx_compat.h says how to add one): the headers there are the list
+# of supported releases.
+cux_ucx_supported=`ls "$srcdir"/src/compat/cux_ucx_*_*.h 2>/dev/null | sed 's/.*cux_ucx_\(@<:@0-9@:>@*\)_\(@<:@0-9@:>@*\)\.h$/\1.\2/' | sort -t. -k1,1n -k2,2n | tr '\n' ' '`
+AS_IF([test -f "$srcdir/src/compat/cux_ucx_${cux_ucx_major}_${cux_ucx_minor}.h"], [],
+      [AC_MSG_ERROR([UCX $cux_ucx_version is not supported yet (supported: $cux_ucx_supported)])])
+AC_MSG_NOTICE([supported UCX releases: $cux_ucx_supported])
 AC_SUBST([CUX_UCX_VERNUM], [`expr $cux_ucx_major \* 100 + $cux_ucx_minor`])
+AC_SUBST([CUX_UCX_RELEASE], [${cux_ucx_major}_${cux_ucx_minor}])
 
 mkdir -p ucx-build
 CUX_UCX_BUILD_CONFIG([ucx-build/config.h])

@@ -173,8 +173,9 @@ typedef struct {
 CUX_EXPORT cux_uct_cuda_dmabuf_t uct_cuda_copy_md_get_dmabuf(const void *address, size_t length,
                                                             ucs_sys_device_t sys_dev)
 {
-    uintptr_t start = ucs_align_down_pow2((uintptr_t)address, ucs_get_page_size());
-    uintptr_t end   = ucs_align_up_pow2((uintptr_t)address + length, ucs_get_page_size());
+    uintptr_t page  = ucs_get_page_size(); /* a power of two */
+    uintptr_t start = (uintptr_t)address & ~(page - 1);
+    uintptr_t end   = ((uintptr_t)address + length + page - 1) & ~(page - 1);
     cux_uct_cuda_dmabuf_t dmabuf = {CUX_UCT_DMABUF_FD_INVALID, (uintptr_t)address - start};
 
     if ((cux_devices_init() != UCS_OK) || (cux_drv.cuMemGetHandleForAddressRange == NULL) ||

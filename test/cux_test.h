@@ -14,6 +14,7 @@ extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
 #include "driver/cux_driver.h"
+#include "compat/cux_ucx_compat.h" /* what the release does: CUX_UCX_* feature macros */
 
 /* Internals of the module under test (exported from libuct_cuda). */
 ucs_status_t cux_devices_init(void);

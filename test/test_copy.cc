@@ -303,7 +303,7 @@ TEST_F(copy_dmabuf, a_descriptor_the_driver_refuses_leaves_the_query_intact)
 }
 #endif
 
-#if CUX_UCX_VERNUM >= 122
+#if CUX_UCX_HAS_MEM_FLAGS
 /* Issue 20: UCX 1.22's InfiniBand memory domains register only memory flagged UCS_MEM_FLAG_REGISTRABLE, and UCP
  * trusts a memory-type cache entry whose device is known: GPU memory must carry the flag in the memory query and
  * in the cache, or no GPU buffer is registered with the NIC (no GPUDirect RDMA). Unless a dma-buf the devices
@@ -336,6 +336,9 @@ TEST_F(copy, memory_queries_and_the_memtype_cache_flag_gpu_memory_registrable)
     }
 }
 
+#endif
+
+#if CUX_UCX_ALLOCATES_ON_DEVICE
 /* UCX 1.22 asks for memory on a given device (its system device), e.g. for staging buffers near a peer. */
 TEST_F(copy, md_allocates_on_the_device_asked_for)
 {

@@ -478,7 +478,7 @@ TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
     remote_free(rb);
 }
 
-#if CUX_UCX_VERNUM >= 116
+#if CUX_UCX_CACHES_IPC_REGISTRATIONS
 /* UCP 1.16 caches cuda_ipc registrations, and a stock UCX has no hooks to tell it of a freed GPU buffer: the
  * cached registration of a freed buffer may be handed back for a new one at the same place. */
 TEST_F(ipc_transport, a_registration_that_outlived_its_buffer_packs_the_allocation_there_now)

@@ -6,6 +6,13 @@
 #ifndef CUX_UCX_1_13_H_
 #define CUX_UCX_1_13_H_
 
+/* What the release does, for code and tests that differ by it (each later header redefines what changed). */
+#define CUX_UCX_LOADS_PLUGIN_PATH        0 /* loads every libuct_NAME.so.0 of UCX_PLUGIN_PATH (else: its list) */
+#define CUX_UCX_CACHES_IPC_REGISTRATIONS 0 /* UCP caches cuda_ipc registrations (cache_mem_types) */
+#define CUX_UCX_QUERIES_DMABUF           0 /* memory queries may ask for a dma-buf descriptor */
+#define CUX_UCX_HAS_MEM_FLAGS            0 /* memory attributes and the memory-type cache carry UCS_MEM_FLAG_* */
+#define CUX_UCX_ALLOCATES_ON_DEVICE      0 /* mem_alloc is told the system device to allocate on */
+
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)
 

@@ -13,10 +13,15 @@
 
 #include "cux_ucx_1_13.h"
 
+#undef CUX_UCX_CACHES_IPC_REGISTRATIONS
+#define CUX_UCX_CACHES_IPC_REGISTRATIONS 1
+#undef CUX_UCX_QUERIES_DMABUF
+#define CUX_UCX_QUERIES_DMABUF           1
+
 #undef CUX_CONFIG_BW_IS_AUTO
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_DBL_IS_AUTO(_value)
 
-/* The defaults UCX fills before a transport's own query (1.22 has a function for them). */
+/* The defaults UCX fills before a transport's own query (1.18 has a function for them). */
 #define CUX_MD_ATTR_DEFAULTS(_attr) \
     memset(&(_attr)->local_cpus, 0xff, sizeof((_attr)->local_cpus))
 

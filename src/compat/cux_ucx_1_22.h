@@ -1,16 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * UCX 1.22: what changed since 1.16. The md query starts from UCX's defaults (uct_md_base_md_query: the
- * attribute structure grew fields such as gva_mem_types), and a transport that moves host memory lists it as
- * accessed (UCP takes its memory-type copy lanes from those); mem_query takes uct_md_mem_attr_v2_t; mem_alloc takes
- * the system device; rkey_unpack takes a parameter structure; md ops gain mem_elem_pack; internal iface ops
- * gain iface_query_v2, ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with a completion; memory
- * queries and the memory-type cache carry memory flags (registrable by a NIC). Included by cux_ucx_compat.h only.
+ * UCX 1.22: what changed since 1.18 (some of it, such as rkey_unpack's parameter structure and mem_alloc's
+ * system device, came in 1.20, which is not supported yet). A transport that moves host memory lists it as
+ * accessed (UCP takes its memory-type copy lanes from those); mem_query takes uct_md_mem_attr_v2_t; mem_alloc
+ * takes the system device; rkey_unpack takes a parameter structure; md ops gain mem_elem_pack; internal iface
+ * ops gain iface_query_v2, ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with a completion; memory
+ * queries and the memory-type cache carry memory flags (registrable by a NIC); UCX_PLUGIN_PATH. Included by
+ * cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_22_H_
 #define CUX_UCX_1_22_H_
 
-#include "cux_ucx_1_16.h"
+#include "cux_ucx_1_18.h"
+
+#undef CUX_UCX_LOADS_PLUGIN_PATH
+#define CUX_UCX_LOADS_PLUGIN_PATH   1
+#undef CUX_UCX_HAS_MEM_FLAGS
+#define CUX_UCX_HAS_MEM_FLAGS       1
+#undef CUX_UCX_ALLOCATES_ON_DEVICE
+#define CUX_UCX_ALLOCATES_ON_DEVICE 1
 
 #undef CUX_MEMTYPE_CACHE_UPDATE
 #define CUX_MEMTYPE_CACHE_UPDATE(_address, _size, _mem_type, _sys_dev, _mem_flags) \
@@ -34,9 +42,6 @@
             (_attr)->mem_flags = (_info)->mem_flags; \
         } \
     } while (0)
-
-#undef CUX_MD_ATTR_DEFAULTS
-#define CUX_MD_ATTR_DEFAULTS(_attr) uct_md_base_md_query(_attr)
 
 /* UCP 1.22 takes memory-type copy lanes from transports that access host memory. */
 #undef CUX_MD_HOST_ACCESS

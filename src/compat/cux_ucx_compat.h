@@ -3,20 +3,25 @@
  * The one place where differences between UCX versions live.
  *
  * The transports are written against the version-neutral forms below; one header per supported release
- * (cux_ucx_1_13.h, cux_ucx_1_16.h, cux_ucx_1_22.h) wraps them into the ops tables and signatures that release
- * expects. Each header includes the one of the release before and redefines only what changed, so it reads as
- * the list of that release's internal API changes. CUX_UCX_VERNUM is major*100+minor of the installed UCX, set
- * by configure. Adding a release is one step: a header that includes the nearest older one and redefines what
- * changed, one line below, and the version in configure's list (m4/cux_ucx.m4).
+ * (cux_ucx_MAJOR_MINOR.h) wraps them into the ops tables and signatures that release expects. Each header
+ * includes the one of the release before and redefines only what changed, so it reads as the list of that
+ * release's internal API changes. CUX_UCX_VERNUM is major*100+minor of the installed UCX and CUX_UCX_RELEASE its
+ * MAJOR_MINOR, set by configure. Adding a release is one header that includes the nearest older one and
+ * redefines what changed, and its line in Makefile.am's source list: configure takes the supported releases
+ * from the headers here, and this file includes the installed release's.
  *
  * What a release header provides, for the neutral form a transport writes:
  *
+ *   CUX_UCX_LOADS_PLUGIN_PATH, CUX_UCX_CACHES_IPC_REGISTRATIONS, CUX_UCX_QUERIES_DMABUF, CUX_UCX_HAS_MEM_FLAGS,
+ *   CUX_UCX_ALLOCATES_ON_DEVICE                 0 or 1: what the release does (tests and code test these,
+ *                                               never version numbers)
+ *
  *   CUX_CONFIG_BW_IS_AUTO(value)                a bandwidth configured as "auto"
  *   CUX_MEMTYPE_CACHE_UPDATE(addr, size, type, sys_dev, mem_flags)
+ *                                               tell UCP's memory-type cache about an allocation
  *   CUX_MEM_FLAG_REGISTRABLE                    memory flag: a NIC's memory domain can register it (1.22+)
  *   CUX_MEM_ATTR_SET_VERSION_FIELDS(attr, info) memory-attribute fields of some releases (1.22: mem_flags)
  *   CUX_UCM_EVENT_ATTRS_UNKNOWN(event)          a UCM memory-type event's device and flags: unknown (1.22)
- *                                               tell UCP's memory-type cache about an allocation
  *   CUX_MD_QUERY_FUNC(name, caps)               md query op from void caps(uct_md_h, cux_md_caps_t*)
  *   CUX_MEM_REG_FUNC(name, impl)                mem_reg op from impl(md, address, length, flags, memh_p)
  *   CUX_MEM_QUERY_FUNC(name, impl)              mem_query op from impl(md, address, length, cux_mem_info_t*)
@@ -43,8 +48,8 @@
 #include <ucs/memory/memtype_cache.h>
 #include <ucs/sys/stubs.h>
 
-#if !defined(CUX_UCX_VERNUM)
-#  error "CUX_UCX_VERNUM must be set by configure"
+#if !defined(CUX_UCX_VERNUM) || !defined(CUX_UCX_RELEASE)
+#  error "CUX_UCX_VERNUM and CUX_UCX_RELEASE must be set by configure"
 #endif
 
 /* What a memory domain can do, whatever the release's attribute structure looks like. */
@@ -92,14 +97,11 @@ typedef struct cux_mem_info {
         } \
     } while (0)
 
-#if CUX_UCX_VERNUM == 113
-#  include "cux_ucx_1_13.h"
-#elif CUX_UCX_VERNUM == 116
-#  include "cux_ucx_1_16.h"
-#elif CUX_UCX_VERNUM == 122
-#  include "cux_ucx_1_22.h"
-#else
-#  error "unsupported UCX version: add a header for it (see the top of this file)"
-#endif
+/* The installed release's header, cux_ucx_MAJOR_MINOR.h (configure refuses a release that has none). */
+#define CUX_UCX_STR_(_x)          #_x
+#define CUX_UCX_STR(_x)           CUX_UCX_STR_(_x)
+#define CUX_UCX_HEADER_(_release) CUX_UCX_STR(cux_ucx_##_release.h)
+#define CUX_UCX_HEADER(_release)  CUX_UCX_HEADER_(_release)
+#include CUX_UCX_HEADER(CUX_UCX_RELEASE)
 
 #endif

@@ -12,18 +12,33 @@
 #include <uct/api/v2/uct_v2.h>
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+static int spoiled; /* keys spoiled in this process; the first one is reported (processes may _exit) */
 
 /* The key's layout needs no header: its first 8 bytes are magic (4) and version (2), and its length is what the
  * memory domain reports. */
 static void spoil(uct_md_h md, void *rkey_buffer)
 {
     const char *how = getenv("TEST_SPOIL_IPC_KEYS");
+#if CUX_UCX_VERNUM >= 116 /* the v1 query may leave out fields of later releases */
+    uct_md_attr_v2_t attr = {.field_mask = UCT_MD_ATTR_FIELD_COMPONENT_NAME | UCT_MD_ATTR_FIELD_RKEY_PACKED_SIZE};
+
+    if ((how == NULL) || (uct_md_query_v2(md, &attr) != UCS_OK) || strcmp(attr.component_name, "cuda_ipc")) {
+        return;
+    }
+#else
     uct_md_attr_t attr;
 
     if ((how == NULL) || (uct_md_query(md, &attr) != UCS_OK) || strcmp(attr.component_name, "cuda_ipc")) {
         return;
+    }
+#endif
+    if (spoiled++ == 0) {
+        fprintf(stderr, "spoil_keys: spoiling cuda_ipc keys (%s) in pid %d\n", how, (int)getpid());
     }
     if (!strcmp(how, "zero")) {
         memset(rkey_buffer, 0, attr.rkey_packed_size);
