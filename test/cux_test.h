@@ -42,6 +42,9 @@ bool using_mock_driver();
 /* Live objects of the mock driver ("streams", "events", "allocations", "mappings"); -1 with another driver. */
 long mock_live(const char *what);
 
+/* File descriptors this process holds open. */
+long open_descriptors();
+
 /* A directory (test/fake-ucx-lib-NAME) with links to this UCX's libucs, libuct and libucm and a libucp of
  * another version (test/fake_ucp.c: FAKE_UCX_VERSION, default 1.99): with LD_LIBRARY_PATH on it, a process runs
  * "another UCX". Empty on failure. */

@@ -1048,6 +1048,22 @@ uct_ep_h ep_to(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_
     return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
 }
 
+/* A legacy buffer of the third process (seed), and its key re-sealed with pid: what a peer could forge. */
+cux_ipc_rkey_t third_process_key(ipc_peer &third, uint64_t seed, int32_t pid, uint64_t *addr_p)
+{
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = seed; req.d = alloc_legacy;
+    peer_msg reply = third.call(req);
+    cux_ipc_rkey_t forged;
+    EXPECT_EQ(UCS_OK, reply.status);
+    memcpy(&forged, reply.blob, sizeof(forged));
+    EXPECT_EQ(third.pid(), forged.pid);
+    forged.pid = pid;
+    cux_ipc_rkey_seal(&forged);
+    *addr_p = reply.a;
+    return forged;
+}
+
 template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t iface_offset, size_t field, T value)
 {
     memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
@@ -1062,15 +1078,8 @@ TEST_F(ipc_transport, a_third_processs_handle_in_a_key_with_the_peers_pid_is_ref
     ipc_peer third;
     ASSERT_TRUE(third.alive());
     ASSERT_EQ(0, third.greeting().status);
-    peer_msg req = {};
-    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = 501; req.d = alloc_legacy;
-    peer_msg reply = third.call(req);
-    ASSERT_EQ(UCS_OK, reply.status);
-    cux_ipc_rkey_t forged;
-    memcpy(&forged, reply.blob, sizeof(forged));
-    ASSERT_EQ(third.pid(), forged.pid);
-    forged.pid = m_peer->pid(); /* what the endpoint's peer would put in a key it forges */
-    cux_ipc_rkey_seal(&forged);
+    peer_msg reply = {}, req = {};
+    cux_ipc_rkey_t forged = third_process_key(third, 501, m_peer->pid(), &reply.a);
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
 
@@ -1238,20 +1247,6 @@ TEST_F(ipc_transport, a_mapping_the_driver_cannot_measure_is_refused)
     munmap(victim, page);
 }
 
-namespace {
-long open_descriptors()
-{
-    long n   = 0;
-    DIR *dir = opendir("/proc/self/fd");
-    while ((dir != nullptr) && (readdir(dir) != nullptr)) {
-        ++n;
-    }
-    if (dir != nullptr) {
-        closedir(dir);
-    }
-    return n;
-}
-} // namespace
 
 /* Review 2: each VMM registration kept an exported descriptor of its own. UCP 1.16+ caches one registration
  * per registered range, so many buffers of one allocation held as many descriptors. Now the registrations of an
@@ -1328,13 +1323,8 @@ TEST_F(ipc_transport, a_peer_whose_memory_cannot_be_read_gets_only_driver_bound_
     ipc_peer third;
     ASSERT_TRUE(third.alive());
     ASSERT_EQ(0, third.greeting().status);
-    peer_msg req = {};
-    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = 3; req.d = alloc_legacy;
-    peer_msg reply = third.call(req);
-    ASSERT_EQ(UCS_OK, reply.status);
-    cux_ipc_rkey_t forged;
-    memcpy(&forged, reply.blob, sizeof(forged));
-    forged.pid = m_peer->pid();
+    peer_msg reply = {}, req = {};
+    cux_ipc_rkey_t forged = third_process_key(third, 3, m_peer->pid(), &reply.a);
     forged.record = ((const cux_ipc_rkey_t*)legacy.rkey.rkey)->record; /* even a record that exists */
     cux_ipc_rkey_seal(&forged);
     uct_rkey_bundle_t forged_bundle;

@@ -5,6 +5,8 @@
  */
 #include "cux_test.h"
 
+#include <dirent.h>
+
 #include <dlfcn.h>
 
 #include <chrono>
@@ -50,6 +52,20 @@ long mock_live(const char *what)
     long n       = (live != nullptr) ? live(what) : -1;
     if (handle != nullptr) {
         dlclose(handle);
+    }
+    return n;
+}
+
+long open_descriptors()
+{
+    long n   = 0;
+    DIR *dir = opendir("/proc/self/fd");
+
+    while ((dir != nullptr) && (readdir(dir) != nullptr)) {
+        ++n;
+    }
+    if (dir != nullptr) {
+        closedir(dir);
     }
     return n;
 }

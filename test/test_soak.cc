@@ -36,13 +36,7 @@ struct holdings {
     static holdings now(uct_iface_h iface)
     {
         holdings h;
-        DIR *dir = opendir("/proc/self/fd");
-        while ((dir != nullptr) && (readdir(dir) != nullptr)) {
-            ++h.fds;
-        }
-        if (dir != nullptr) {
-            closedir(dir);
-        }
+        h.fds = open_descriptors();
         std::ifstream status("/proc/self/status");
         std::string line;
         while (std::getline(status, line)) {
