@@ -24,8 +24,8 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
     memcpy(&addr, params->iface_addr, sizeof(addr)); /* packed by UCP: any alignment */
     status = cux_ipc_peer_open(&self->peer, &addr, iface->pid_ns, iface->proof);
     if (status != UCS_OK) {
-        ucs_error("cuda_ipc: the peer address (pid %d) is not proven to be its sender's: no endpoint",
-                  addr.pid);
+        ucs_error("cuda_ipc: no endpoint to pid %d: its address is not proven (the process is gone, or the "
+                  "address names another process; UCX_LOG_LEVEL=debug says which)", addr.pid);
         return status;
     }
     /* fails when the peer is already gone */

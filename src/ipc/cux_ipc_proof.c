@@ -327,19 +327,22 @@ static int cux_ipc_handle_layout_known(void)
     CUipcMemHandle handle;
     CUdeviceptr dptr;
 
+    int result;
+
     pthread_mutex_lock(&lock);
     if (known < 0) {
-        known = 0;
+        /* an allocation that fails now (out of memory) decides nothing: asked again next time */
         if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemAlloc, &dptr, 4096) == UCS_OK) {
             known = (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &handle, dptr) == UCS_OK) &&
                     (cux_ipc_handle_pid(&handle) == getpid());
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemFree, dptr);
+            ucs_debug("cuda_ipc: the driver's legacy IPC handles %s the exporting pid at bytes 8-11",
+                      known ? "carry" : "do not carry");
         }
-        ucs_debug("cuda_ipc: the driver's legacy IPC handles %s the exporting pid at bytes 8-11",
-                  known ? "carry" : "do not carry");
     }
+    result = (known > 0);
     pthread_mutex_unlock(&lock);
-    return known;
+    return result;
 }
 
 ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
