@@ -9,12 +9,8 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/sys.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /*

@@ -11,11 +11,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/sys.h>
-#include <errno.h>
 #include <string.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static ucs_config_field_t cux_ipc_md_config_table[] = {
