@@ -110,7 +110,7 @@
 
 /* Internal ops that later releases add: each release header fills its own hook. */
 #define CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected)
-#define CUX_IFACE_INTERNAL_OPS_SINCE_1_22
+#define CUX_IFACE_INTERNAL_OPS_LATER /* slots added after 1.16, as each release has them */
 
 #define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
     { \
@@ -119,7 +119,7 @@
         .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
         .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
         CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected) \
-        CUX_IFACE_INTERNAL_OPS_SINCE_1_22 \
+        CUX_IFACE_INTERNAL_OPS_LATER \
     }
 
 #endif

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * UCX 1.19: what changed since 1.18. rkey_unpack takes a parameter structure; mem_alloc is told the system
+ * device to allocate on. Included by cux_ucx_compat.h only.
+ */
+#ifndef CUX_UCX_1_19_H_
+#define CUX_UCX_1_19_H_
+
+#include "cux_ucx_1_18.h"
+
+#undef CUX_UCX_ALLOCATES_ON_DEVICE
+#define CUX_UCX_ALLOCATES_ON_DEVICE 1
+
+#undef CUX_MEM_ALLOC_FUNC
+#define CUX_MEM_ALLOC_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_md_h md, size_t *length_p, void **address_p, ucs_memory_type_t mem_type, \
+                              ucs_sys_device_t sys_dev, unsigned flags, const char *alloc_name, uct_mem_h *memh_p) \
+    { \
+        return _impl(md, length_p, address_p, mem_type, sys_dev, flags, alloc_name, memh_p); \
+    }
+
+#undef CUX_RKEY_UNPACK_FUNC
+#define CUX_RKEY_UNPACK_FUNC(_name, _impl) \
+    static ucs_status_t _name(uct_component_t *component, const void *rkey_buffer, \
+                              const uct_rkey_unpack_params_t *params, uct_rkey_t *rkey_p, void **handle_p) \
+    { \
+        return _impl(component, rkey_buffer, rkey_p, handle_p); \
+    }
+
+#endif
