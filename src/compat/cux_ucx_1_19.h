@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.19: what changed since 1.18. rkey_unpack takes a parameter structure; mem_alloc is told the system
- * device to allocate on. Included by cux_ucx_compat.h only.
+ * device to allocate on; a transport that moves host memory lists it as accessed (UCP takes its memory-type
+ * copy lanes from those). Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_19_H_
 #define CUX_UCX_1_19_H_
@@ -26,5 +27,10 @@
     { \
         return _impl(component, rkey_buffer, rkey_p, handle_p); \
     }
+
+/* UCP takes its memory-type copy lanes from transports that access host memory (a mem-type endpoint with none
+ * fails: "no copy across memory types transport"). */
+#undef CUX_MD_HOST_ACCESS
+#define CUX_MD_HOST_ACCESS(_caps) ((_caps)->copies_host_memory ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0)
 
 #endif
