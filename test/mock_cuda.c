@@ -1168,27 +1168,67 @@ static CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, v
     return CUDA_SUCCESS;
 }
 
+/*
+ * VMM exports as the driver makes them: every exported descriptor is a descriptor of one control file (the
+ * driver's is /dev/nvidiactl: one device and inode for every export), so a descriptor's inode tells nothing
+ * about the allocation. Each export is a new open of this process's control file whose file offset names the
+ * exporting pid and the allocation's memfd; a duplicate taken with pidfd_getfd shares the offset, and the import
+ * opens that memfd through /proc as cuIpcOpenMemHandle does. (The allocation must still be alive at the import:
+ * the driver's export would keep it alive.)
+ */
+#define MOCK_EXPORT_FD_BITS 24
+
+static int   mock_ctl_fd = -1;
+static pid_t mock_ctl_pid;
+
 static CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
                                                CUmemAllocationHandleType type, unsigned long long flags)
 {
     mock_vmm_t *v = mock_vmm_get(h);
+    char path[64];
+    int fd;
 
     if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_NOT_PERMITTED;
     }
-    *(int*)out = fcntl(v->fd, F_DUPFD_CLOEXEC, 0);
-    return (*(int*)out < 0) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+    pthread_mutex_lock(&mock_lock);
+    if ((mock_ctl_fd < 0) || (mock_ctl_pid != getpid())) { /* one per process, a forked child's its own */
+        mock_ctl_fd  = memfd_create("mock-nvidiactl", MFD_CLOEXEC);
+        mock_ctl_pid = getpid();
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", mock_ctl_fd);
+    pthread_mutex_unlock(&mock_lock);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if ((fd < 0) || (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | v->fd, SEEK_SET) < 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int*)out = fd;
+    return CUDA_SUCCESS;
 }
 
 static CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
                                                  CUmemAllocationHandleType type)
 {
-    int fd = fcntl((int)(uintptr_t)os_handle, F_DUPFD_CLOEXEC, 0);
+    off_t tag = lseek((int)(uintptr_t)os_handle, 0, SEEK_CUR);
     struct stat st;
+    char path[64];
+    int fd;
 
-    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (fd < 0) || fstat(fd, &st)) {
+    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (tag <= 0)) {
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)(tag >> MOCK_EXPORT_FD_BITS),
+             (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
+    fd = mock_open_as_driver(path);
+    if ((fd < 0) || fstat(fd, &st) || (st.st_size == 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_INVALID_VALUE; /* the allocation is gone */
     }
     return mock_vmm_new(fd, st.st_size, 1, h);
 }

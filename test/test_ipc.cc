@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1362,6 +1363,33 @@ TEST_F(ipc_transport, a_peer_whose_memory_cannot_be_read_gets_only_driver_bound_
     cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
     remote_free(vmm);
     remote_free(legacy);
+}
+
+/* The mock exports VMM memory as the driver does: every export is a descriptor of one control file (the driver's
+ * /dev/nvidiactl), so no check may tell exports apart by device and inode; the proof of a key does not. */
+TEST_F(ipc_transport, vmm_exports_share_one_inode_as_the_drivers_do)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "a fact of the mock; the driver's is in shared/NOTES.md (dev 6, ino 142)";
+    }
+    size_t size[2] = {2 << 20, 4 << 20};
+    CUdeviceptr dptr[2];
+    uct_mem_h memh[2];
+    struct stat st[2];
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size[i], &dptr[i]));
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr[i], size[i], UCT_MD_MEM_ACCESS_ALL, &memh[i]));
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh[i], &key));
+        ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+        ASSERT_EQ(0, fstat(key.export_fd, &st[i]));
+    }
+    EXPECT_EQ(st[0].st_dev, st[1].st_dev);
+    EXPECT_EQ(st[0].st_ino, st[1].st_ino);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh[i]));
+        EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_vmm_fd, dptr[i], size[i]));
+    }
 }
 
 /* Probe 5 of the review: after fork(), the child's uct_iface_get_address returned the parent's pid. It now
