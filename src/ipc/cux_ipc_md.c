@@ -187,11 +187,11 @@ unsigned cux_ipc_md_num_fd_exports(uct_md_h tl_md)
     return n;
 }
 
-/* Seal the key where it lives: importers read it back from memh->key and compare (cux_ipc_proof.h). */
+/* Seal the key where it lives: importers read it back from memh->key and compare (cux_ipc_proof.h). The secret
+ * depends only on the allocation, so a key from the memo or a renewal keeps its own. */
 static void cux_ipc_memh_seal(cux_ipc_memh_t *memh)
 {
     memh->key.record = (uintptr_t)&memh->key;
-    memh->key.secret = cux_ipc_proof_key_secret(&memh->key);
     cux_ipc_rkey_seal(&memh->key);
 }
 
@@ -302,6 +302,7 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     memh->key.base       = (uintptr_t)info->base;
     memh->key.length     = info->length;
     memh->key.buffer_id  = info->buffer_id;
+    memh->key.secret     = cux_ipc_proof_key_secret(&memh->key);
     cux_ipc_memh_seal(memh);
     /* A VMM key holds a reference to its allocation's descriptor. A NONE key is remembered too, so that a
      * buffer that cannot be shared costs its two failed exports once, not on every rendezvous. */
