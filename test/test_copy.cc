@@ -143,6 +143,57 @@ TEST_F(copy, estimates_no_host_to_host_copy)
     EXPECT_EQ(UCS_OK, uct_iface_estimate_perf(m_iface, &no_types)) << "an estimate that names no memory types";
 }
 
+/* With BW "auto", each pair of memory types gets its own link's measured bandwidth (a get moves data from the
+ * remote buffer to the local one); host<->GPU pairs no more than UCX's own module's figures unless HOST_STAGING
+ * is on (more makes UCP 1.22 send host messages through GPU fragments); an explicit BW is every pair's. */
+TEST_F(copy, estimates_each_direction_by_its_own_link)
+{
+    const ucs_memory_type_t host = UCS_MEMORY_TYPE_HOST, cuda = UCS_MEMORY_TYPE_CUDA;
+    struct {
+        ucs_memory_type_t  local, remote;
+        uct_ep_operation_t operation;
+        int                src, dst;
+    } const cases[] = {
+        {host, cuda, UCT_EP_OP_PUT_ZCOPY, CUX_LINK_HOST, 0}, {cuda, host, UCT_EP_OP_PUT_ZCOPY, 0, CUX_LINK_HOST},
+        {host, cuda, UCT_EP_OP_GET_ZCOPY, 0, CUX_LINK_HOST}, {cuda, host, UCT_EP_OP_GET_SHORT, CUX_LINK_HOST, 0},
+        {cuda, cuda, UCT_EP_OP_PUT_SHORT, 0, 0},             {UCS_MEMORY_TYPE_CUDA_MANAGED, host,
+                                                              UCT_EP_OP_PUT_ZCOPY, 0, CUX_LINK_HOST},
+    };
+    auto estimate = [this](ucs_memory_type_t local, ucs_memory_type_t remote, uct_ep_operation_t operation) {
+        uct_perf_attr_t attr    = {};
+        attr.field_mask         = UCT_PERF_ATTR_FIELD_OPERATION | UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
+                                  UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_BANDWIDTH;
+        attr.operation          = operation;
+        attr.local_memory_type  = local;
+        attr.remote_memory_type = remote;
+        EXPECT_EQ(UCS_OK, uct_iface_estimate_perf(m_iface, &attr));
+        return attr.bandwidth.shared + attr.bandwidth.dedicated;
+    };
+
+    const double h2d = 8300.0 * (1 << 20), d2h = 11660.0 * (1 << 20);
+    for (bool staging : {false, true}) {
+        open_iface({{"HOST_STAGING", staging ? "y" : "n"}});
+        for (const auto &c : cases) {
+            cux_link_perf_t link;
+            SCOPED_TRACE(std::string(ucs_memory_type_names[c.local]) + " / " + ucs_memory_type_names[c.remote] +
+                         " op " + std::to_string(c.operation) + (staging ? ", host staging" : ""));
+            ASSERT_EQ(UCS_OK, cux_link_perf_get(c.src, c.dst, &link));
+            double expect = link.bandwidth;
+            if (!staging && (c.src == CUX_LINK_HOST)) {
+                expect = std::min(expect, h2d);
+            } else if (!staging && (c.dst == CUX_LINK_HOST)) {
+                expect = std::min(expect, d2h);
+            }
+            EXPECT_DOUBLE_EQ(expect, estimate(c.local, c.remote, c.operation));
+        }
+    }
+
+    open_iface({{"BW", "1234MBs"}});
+    for (const auto &c : cases) {
+        EXPECT_DOUBLE_EQ(1234.0 * (1 << 20), estimate(c.local, c.remote, c.operation));
+    }
+}
+
 /* BW and LAT "auto" (the default) report the measured host -> GPU link; an explicit value wins. */
 TEST_F(copy, reported_performance_is_measured_once_unless_configured)
 {

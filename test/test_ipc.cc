@@ -46,7 +46,7 @@ TEST(ipc_rkey, sealed_key_round_trips)
 {
     cux_ipc_rkey_t key = sample_key(7), copy;
     memcpy(&copy, &key, sizeof(copy));
-    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7, getpid()));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7));
 }
 
 TEST(ipc_rkey, every_corrupted_byte_is_rejected)
@@ -55,7 +55,7 @@ TEST(ipc_rkey, every_corrupted_byte_is_rejected)
     for (size_t i = 0; i < sizeof(key); ++i) {
         cux_ipc_rkey_t bad = key;
         ((uint8_t*)&bad)[i] ^= 0x40;
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&bad, 7, getpid())) << "byte " << i;
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&bad, 7)) << "byte " << i;
     }
 }
 
@@ -66,7 +66,7 @@ TEST(ipc_rkey, truncated_key_is_rejected)
         cux_ipc_rkey_t cut;
         memset(&cut, 0, sizeof(cut));
         memcpy(&cut, &key, keep);
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&cut, 7, getpid())) << keep << " bytes";
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&cut, 7)) << keep << " bytes";
     }
 }
 
@@ -78,26 +78,36 @@ TEST(ipc_rkey, key_of_an_older_format_is_unreachable)
     key.version = CUX_IPC_RKEY_VERSION - 1;
     cux_ipc_rkey_seal(&key);
     key.version = CUX_IPC_RKEY_VERSION - 1; /* seal writes the current version */
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
     key = sample_key(7);
     key.kind = 7;
     cux_ipc_rkey_seal(&key);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
 }
 
 TEST(ipc_rkey, key_of_another_host_is_unreachable)
 {
     cux_ipc_rkey_t key = sample_key(8);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
 }
 
-/* Finding: a key carrying the importer's own pid made remote_addr a raw pointer into the importer's memory. */
-TEST(ipc_rkey, key_of_this_very_process_is_unreachable)
+/* A key of this very process passes the format check: whether it is usable is decided on the endpoint, where it
+ * must name an endpoint to this process and be proven in this process's memory
+ * (ipc_transport.an_endpoint_to_this_process_copies_only_memory_it_registered). */
+/* Finding: UCX's perftest releases a zeroed key when its endpoint set-up fails before it unpacks one (UCX 1.22's
+ * gtest test_uct_loopback_cuda.envelope with cuda_ipc); that crashed once rkey_release held mappings. */
+TEST_F(ipc_transport, releasing_a_zeroed_key_does_nothing)
+{
+    uct_rkey_bundle_t zeroed = {};
+    EXPECT_EQ(UCS_OK, uct_rkey_release(m_component, &zeroed));
+}
+
+TEST(ipc_rkey, key_of_this_very_process_passes_the_format_check)
 {
     cux_ipc_rkey_t key = sample_key(7);
     key.pid = getpid();
     cux_ipc_rkey_seal(&key);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, getpid()));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&key, 7));
 }
 
 TEST(ipc_rkey, range_checks)
@@ -1431,4 +1441,106 @@ TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_with
     EXPECT_EQ(0, WEXITSTATUS(wst)) << "bits: address failed, parent's pid, parent's secret, driver unmapped";
     round_trip(local, rb, 4096, 43); /* the parent's mapping is intact */
     remote_free(rb);
+}
+
+/* rkey_ptr (ucp_rkey_ptr), as UCX's module offers it since 1.21: the peer's memory mapped on this device, at the
+ * remote address's offset, held until the key is released; one mapping per key and device; an address outside
+ * the allocation is INVALID_ADDR (ucp_rkey_ptr stops there), a key the peer does not hold is UNREACHABLE. */
+TEST_F(ipc_transport, rkey_ptr_maps_the_peers_memory_until_the_key_is_released)
+{
+    open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
+    start_peer();
+    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd}) {
+        SCOPED_TRACE(kind == alloc_legacy ? "legacy" : "vmm");
+        const size_t size = 1 << 20;
+        remote_buf rb     = remote_alloc(size, 0, 5, kind);
+        ASSERT_NE(0u, rb.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 77));
+        /* the mock counts legacy imports as mappings, VMM maps as allocations; the driver counts nothing */
+        auto live           = [] { return (mock_live("mappings") < 0) ? 0 :
+                                          mock_live("mappings") + mock_live("allocations"); };
+        const long mappings = live();
+
+        void *ptr = nullptr, *again = nullptr;
+        ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr + 4099, &ptr));
+        ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr + 4099, &again));
+        EXPECT_EQ(ptr, again);
+        EXPECT_EQ(mappings + (mock_live("mappings") >= 0), live()) << "one mapping per key and device";
+        std::vector<uint8_t> got(1000);
+        raw_copy(got.data(), ptr, got.size());
+        auto expect = pattern(77, size);
+        EXPECT_EQ(0, memcmp(got.data(), expect.data() + 4099, got.size())) << "data through the pointer";
+
+        /* the key covers the whole allocation (the driver rounds VMM allocations up to its granularity) */
+        const cux_ipc_rkey_t &key = ((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_rkey_ptr(m_component, &rb.rkey, key.base + key.length, &again));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_rkey_ptr(m_component, &rb.rkey, key.base - 1, &again));
+
+        cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+        forged.buffer_id ^= 1; /* not a key the peer holds */
+        cux_ipc_rkey_seal(&forged);
+        uct_rkey_bundle_t bundle;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &bundle, rb.addr, &again));
+        uct_rkey_release(m_component, &bundle);
+
+        remote_free(rb); /* releases the key */
+        EXPECT_EQ(mappings, live()) << "the key's release gives the mapping back";
+    }
+}
+
+/* An endpoint of a process to itself (UCX's gtest copies within one process so, as UCX's module allows): this
+ * process's own address is not reachable (UCP copies within a process with cuda_copy) but an endpoint to it can
+ * be made, and copies through it reach memory this process registered, in place. Finding (earlier): a key
+ * carrying the importer's own pid made remote_addr a raw pointer into the importer's memory; a made-up key of
+ * this process must still fail its proof, without touching memory. */
+TEST_F(ipc_transport, an_endpoint_to_this_process_copies_only_memory_it_registered)
+{
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    std::vector<uint8_t> dev(attr.device_addr_len), addr(attr.iface_addr_len);
+    ASSERT_EQ(UCS_OK, uct_iface_get_device_address(m_iface, (uct_device_addr_t*)dev.data()));
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data()));
+    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)dev.data(),
+                                        (const uct_iface_addr_t*)addr.data()));
+    uct_ep_h self_ep = ep_to(m_iface, dev.data(), addr.data());
+    ASSERT_NE(nullptr, self_ep);
+
+    const size_t size = 1 << 16;
+    buffer target(buf_kind::cuda0, size), local(buf_kind::cuda0, 1000);
+    target.write(std::vector<uint8_t>(size, 0));
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, target.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<uint8_t> packed(sizeof(cux_ipc_rkey_t));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &bundle));
+
+    std::swap(m_ep, self_ep);
+    const uint64_t raddr = (uintptr_t)target.ptr() + 100;
+    local.write(pattern(91, 1000));
+    EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), 1000, raddr, bundle.rkey));
+    auto got = target.read();
+    EXPECT_EQ(0, memcmp(got.data() + 100, pattern(91, 1000).data(), 1000)) << "put through the endpoint to self";
+    local.write(std::vector<uint8_t>(1000, 0));
+    EXPECT_EQ(UCS_OK, zcopy(false, local.ptr(), 1000, raddr, bundle.rkey));
+    EXPECT_TRUE(local.read() == pattern(91, 1000)) << "get through the endpoint to self";
+    void *ptr = nullptr;
+    EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &bundle, raddr, &ptr));
+    EXPECT_EQ((void*)(uintptr_t)raddr, ptr) << "this process's memory is used where it is";
+
+    cux_ipc_rkey_t forged;
+    memcpy(&forged, packed.data(), sizeof(forged));
+    forged.secret ^= 1;   /* not a key this process made (the same secret would be the real key, moved) */
+    forged.record = 4096; /* and this process holds no key there: reading it must fail, not fault */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t forged_bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &forged_bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), 1000, raddr, forged_bundle.rkey));
+    uct_rkey_release(m_component, &forged_bundle);
+    std::swap(m_ep, self_ep);
+
+    uct_rkey_release(m_component, &bundle);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    uct_ep_destroy(self_ep);
 }

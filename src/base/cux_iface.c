@@ -29,6 +29,7 @@ UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t 
     self->perf.bandwidth = config->bandwidth;
     self->perf.latency   = (config->latency == UCS_TIME_AUTO) ? -1.0 : ucs_time_to_sec(config->latency);
     self->perf.overhead  = config->overhead;
+    self->perf.bandwidth_measured = 0;
     self->measure        = NULL;
     cux_async_init(&self->async, config->max_inflight, config->max_poll, 1); /* a transport may batch */
     cux_dev_table_init(&self->devs, &self->async, num_queues);
@@ -59,7 +60,8 @@ static void cux_iface_resolve_perf(cux_iface_t *iface)
         iface->measure(iface, &bandwidth, &latency);
     }
     if (CUX_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
-        iface->perf.bandwidth = bandwidth;
+        iface->perf.bandwidth          = bandwidth;
+        iface->perf.bandwidth_measured = (iface->measure != NULL);
     }
     if (iface->perf.latency < 0) {
         iface->perf.latency = latency;

@@ -55,6 +55,7 @@ struct cux_iface {
         double       bandwidth;      /* "auto" until measured */
         double       latency;        /* negative until measured */
         double       overhead;
+        int          bandwidth_measured; /* BW was "auto": a transport may refine it per link */
     } perf;
     cux_iface_measure_func_t measure;  /* set by the transport */
 };

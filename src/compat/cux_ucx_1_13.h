@@ -12,6 +12,8 @@
 #define CUX_UCX_QUERIES_DMABUF           0 /* memory queries may ask for a dma-buf descriptor */
 #define CUX_UCX_HAS_MEM_FLAGS            0 /* memory attributes and the memory-type cache carry UCS_MEM_FLAG_* */
 #define CUX_UCX_ALLOCATES_ON_DEVICE      0 /* mem_alloc is told the system device to allocate on */
+#define CUX_UCX_HAS_PATH_BANDWIDTH       0 /* estimate_perf may ask for a path bandwidth */
+#define CUX_UCX_IPC_MD_FLAGS             0 /* memory-domain flags cuda_ipc adds in this release, as UCX's does */
 
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)
@@ -94,12 +96,13 @@
 
 #define CUX_COMPONENT_VERSION_FIELDS
 
-/* The public iface op is the neutral function itself. */
+/* The public iface op is the neutral function itself (which also says why an address is not reachable). */
 #define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
     static int _name(const uct_iface_h iface, const uct_device_addr_t *dev_addr, \
                      const uct_iface_addr_t *iface_addr) \
     { \
-        return _impl(iface, dev_addr, iface_addr); \
+        const char *why; \
+        return _impl(iface, dev_addr, iface_addr, &why); \
     }
 
 #define CUX_IFACE_OPS_REACHABLE(_name) .iface_is_reachable = _name

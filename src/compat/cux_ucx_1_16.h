@@ -105,8 +105,9 @@
 #define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
     static int _name(const uct_iface_h iface, const uct_iface_is_reachable_params_t *params) \
     { \
+        const char *why; \
         return _impl(iface, UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, device_addr, DEVICE_ADDR, NULL), \
-                     UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, iface_addr, IFACE_ADDR, NULL)) && \
+                     UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, iface_addr, IFACE_ADDR, NULL), &why) && \
                uct_iface_scope_is_reachable(iface, params); \
     }
 

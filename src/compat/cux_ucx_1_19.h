@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.19: what changed since 1.18. rkey_unpack takes a parameter structure; mem_alloc is told the system
- * device to allocate on; a transport that moves host memory lists it as accessed (UCP takes its memory-type
- * copy lanes from those). Included by cux_ucx_compat.h only.
+ * device to allocate on; estimate_perf may ask for a path bandwidth; cuda_ipc flags MEMTYPE_COPY; a transport
+ * that moves host memory lists it as accessed (UCP takes its memory-type copy lanes from those). Included by
+ * cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_19_H_
 #define CUX_UCX_1_19_H_
@@ -11,6 +12,11 @@
 
 #undef CUX_UCX_ALLOCATES_ON_DEVICE
 #define CUX_UCX_ALLOCATES_ON_DEVICE 1
+#undef CUX_UCX_HAS_PATH_BANDWIDTH
+#define CUX_UCX_HAS_PATH_BANDWIDTH  1
+/* UCX_MEMTYPE_COPY_ENABLE=n leaves out the GPU transports that carry this flag */
+#undef CUX_UCX_IPC_MD_FLAGS
+#define CUX_UCX_IPC_MD_FLAGS        UCT_MD_FLAG_MEMTYPE_COPY
 
 #undef CUX_MEM_ALLOC_FUNC
 #define CUX_MEM_ALLOC_FUNC(_name, _impl) \

@@ -33,7 +33,8 @@
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases
- *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr)
+ *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr, &why),
+ *                                               why: a string saying why not (1.18+ pass it to UCP)
  *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
  *   CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp)   ep_check's argument check
  *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected)

@@ -13,6 +13,11 @@
 
 #define CUX_COPY_DEV_NAME "cuda"
 
+/* UCX's own module's host<->GPU figures (UCX_CUDA_COPY_BW's h2d and d2h defaults), with which UCP keeps host
+ * messages off the GPUs: what ours reports for those pairs unless HOST_STAGING is on. */
+#define CUX_COPY_UNSTAGED_H2D_BW (8300.0 * UCS_MBYTE)
+#define CUX_COPY_UNSTAGED_D2H_BW (11660.0 * UCS_MBYTE)
+
 static const char *cux_copy_wait_names[] = {"spin", "block", NULL};
 
 /* cux_iface_config_t comes first in cux_copy_iface_config_t, so the common fields keep their offsets. */
@@ -24,14 +29,15 @@ static ucs_config_field_t cux_copy_iface_config_table[] = {
      " spin  - poll the stream: the lowest latency, the calling thread stays busy;\n"
      " block - cuStreamSynchronize, which follows the context's scheduling policy.",
      ucs_offsetof(cux_copy_iface_config_t, short_wait), UCS_CONFIG_TYPE_ENUM(cux_copy_wait_names)},
+    {"HOST_STAGING", "n",
+     "Let UCP 1.16 and later send host-memory messages between processes through GPU fragments (a copy to\n"
+     "the GPU, cuda_ipc, a copy back), which it does when the host<->GPU copies are rated faster than shared\n"
+     "memory. n: host<->GPU estimates no higher than UCX's own module's (8300 MB/s host->GPU, 11660 MB/s\n"
+     "GPU->host), so host messages stay on the CPU as with UCX's module; y: the measured figures (BW auto).",
+     ucs_offsetof(cux_copy_iface_config_t, host_staging), UCS_CONFIG_TYPE_BOOL},
     {NULL}
 };
 
-/* Endpoints only connect inside one process: the address is this process's identity on this host. */
-static uint64_t cux_copy_process_id(void)
-{
-    return ucs_get_system_id() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)getpid();
-}
 
 static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
@@ -40,16 +46,23 @@ static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_a
     return UCS_OK;
 }
 
+/* An endpoint connects an interface to itself only (UCP's memory-type endpoints), as UCX's module's do: two
+ * workers of one process are not reachable to each other over cuda_copy. */
 static int cux_copy_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                    const uct_iface_addr_t *iface_addr)
+                                    const uct_iface_addr_t *iface_addr, const char **why_p)
 {
     uint64_t id;
 
     if (iface_addr == NULL) {
+        *why_p = "no interface address";
         return 0;
     }
     memcpy(&id, iface_addr, sizeof(id));
-    return id == ucs_derived_of(tl_iface, cux_copy_iface_t)->id;
+    if (id != ucs_derived_of(tl_iface, cux_copy_iface_t)->id) {
+        *why_p = "another interface (cuda_copy connects an interface to itself)";
+        return 0;
+    }
+    return 1;
 }
 
 CUX_IFACE_REACHABLE_FUNC(cux_copy_iface_is_reachable, cux_copy_iface_reachable)
@@ -84,19 +97,77 @@ static uct_iface_ops_t cux_copy_iface_ops = {
     CUX_IFACE_OPS_REACHABLE(cux_copy_iface_is_reachable),
 };
 
-/* cuda_copy moves data to or from a GPU; a copy between two host buffers is the CPU's (memcpy, cma, shared
+/* Where one end of a copy is: host memory, or the calling thread's GPU (UCP estimates for the device it runs on). */
+static int cux_copy_link_end(ucs_memory_type_t mem_type)
+{
+    return ((mem_type == UCS_MEMORY_TYPE_CUDA) || (mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED)) ?
+           ucs_max(cux_device_current(), 0) : CUX_LINK_HOST;
+}
+
+static int cux_copy_op_reads_remote(uct_ep_operation_t op)
+{
+    return (op == UCT_EP_OP_GET_SHORT) || (op == UCT_EP_OP_GET_BCOPY) || (op == UCT_EP_OP_GET_ZCOPY);
+}
+
+/*
+ * cuda_copy moves data to or from a GPU; a copy between two host buffers is the CPU's (memcpy, cma, shared
  * memory). UCP 1.16 and later take a failed estimate for a pair of memory types as "not supported" and choose
  * another transport; told nothing, UCP 1.22 picked cuda_copy for host rendezvous of 218 KB and more within one
- * process, on the strength of its measured host<->GPU bandwidth. */
+ * process, on the strength of its measured host<->GPU bandwidth.
+ * With BW "auto", every other pair gets its own link's measured bandwidth: host -> GPU, GPU -> host and within
+ * one GPU differ by more than tenfold on an H200 (about 55, 55 and 1,500 GB/s), and UCP weighs its memory-type
+ * copies and pipelines by these figures. A get moves data from the remote buffer to the local one. Host<->GPU
+ * figures stay at or below UCX's own module's unless HOST_STAGING is on: higher ones make UCP route host
+ * messages through GPU fragments.
+ */
 static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
 {
     const uint64_t both = UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE;
+    cux_iface_t *iface  = ucs_derived_of(tl_iface, cux_iface_t);
+    ucs_memory_type_t src, dst;
+    cux_link_perf_t link;
+    ucs_status_t status;
 
-    if (((perf_attr->field_mask & both) == both) && (perf_attr->local_memory_type == UCS_MEMORY_TYPE_HOST) &&
+    if ((perf_attr->field_mask & both) != both) {
+        return uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    }
+    if ((perf_attr->local_memory_type == UCS_MEMORY_TYPE_HOST) &&
         (perf_attr->remote_memory_type == UCS_MEMORY_TYPE_HOST)) {
         return UCS_ERR_UNSUPPORTED;
     }
-    return uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if ((status != UCS_OK) || !iface->perf.bandwidth_measured) {
+        return status;
+    }
+
+    if ((perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) && cux_copy_op_reads_remote(perf_attr->operation)) {
+        src = perf_attr->remote_memory_type;
+        dst = perf_attr->local_memory_type;
+    } else {
+        src = perf_attr->local_memory_type;
+        dst = perf_attr->remote_memory_type;
+    }
+    if (cux_link_perf_get(cux_copy_link_end(src), cux_copy_link_end(dst), &link) != UCS_OK) {
+        return UCS_OK; /* the interface's figure stands */
+    }
+    if (!ucs_derived_of(iface, cux_copy_iface_t)->host_staging) {
+        if (cux_copy_link_end(src) == CUX_LINK_HOST) {
+            link.bandwidth = ucs_min(link.bandwidth, CUX_COPY_UNSTAGED_H2D_BW);
+        } else if (cux_copy_link_end(dst) == CUX_LINK_HOST) {
+            link.bandwidth = ucs_min(link.bandwidth, CUX_COPY_UNSTAGED_D2H_BW);
+        }
+    }
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth.dedicated = 0;
+        perf_attr->bandwidth.shared    = link.bandwidth;
+    }
+#if CUX_UCX_HAS_PATH_BANDWIDTH
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
+        perf_attr->path_bandwidth.dedicated = 0;
+        perf_attr->path_bandwidth.shared    = link.bandwidth;
+    }
+#endif
+    return UCS_OK;
 }
 
 static uct_iface_internal_ops_t cux_copy_iface_internal_ops =
@@ -123,10 +194,11 @@ static UCS_CLASS_INIT_FUNC(cux_copy_iface_t, uct_md_h md, uct_worker_h worker,
 {
     UCS_CLASS_CALL_SUPER_INIT(cux_iface_t, &cux_copy_iface_ops, &cux_copy_iface_internal_ops, md, worker, params,
                               tl_config, CUX_COPY_TL_NAME, CUX_COPY_DEV_NAME, CUX_COPY_QUEUE_LAST);
-    self->id            = cux_copy_process_id();
+    self->id            = ucs_generate_uuid((uintptr_t)self);
     self->super.measure = cux_copy_iface_measure;
     self->short_wait = (ucs_derived_of(tl_config, cux_copy_iface_config_t)->short_wait == 0) ?
                        CUX_DEV_COPY_SPIN : CUX_DEV_COPY_BLOCK;
+    self->host_staging = ucs_derived_of(tl_config, cux_copy_iface_config_t)->host_staging;
     return UCS_OK;
 }
 

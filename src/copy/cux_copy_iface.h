@@ -25,12 +25,14 @@ enum {
 typedef struct cux_copy_iface_config {
     cux_iface_config_t super;
     int                short_wait;   /* SHORT_WAIT, an index into its names: 0 spin, 1 block */
+    int                host_staging; /* HOST_STAGING */
 } cux_copy_iface_config_t;
 
 typedef struct cux_copy_iface {
     cux_iface_t super;
     uint64_t    id;           /* identifies this process: endpoints only reach the same process */
     int         short_wait;   /* how short operations wait for their copy: a CUX_DEV_COPY_* mode */
+    int         host_staging; /* host<->GPU estimates may exceed UCX's module's (UCP then stages host messages) */
 } cux_copy_iface_t;
 
 #endif

@@ -294,6 +294,16 @@ static uint8_t cux_copy_mem_flags(const cux_copy_md_t *md, const cux_ptr_info_t 
            0 : CUX_MEM_FLAG_REGISTRABLE;
 }
 
+/* Managed memory is described by the range asked about, as UCX's module does (its gtest checks it): the driver
+ * does not give a managed allocation's range, and parts of one may live on different devices. */
+static void cux_copy_managed_range(cux_ptr_info_t *info, const void *address, size_t length)
+{
+    if (info->mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED) {
+        info->base   = (void*)address;
+        info->length = length;
+    }
+}
+
 static void cux_copy_cache_learns(const cux_ptr_info_t *info, uint8_t mem_flags)
 {
     CUX_MEMTYPE_CACHE_UPDATE(info->base, info->length, info->mem_type, info->sys_dev, mem_flags);
@@ -307,6 +317,7 @@ static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address
 
     status = cux_copy_ptr_query_cuda(address, &info);
     if (status == UCS_OK) {
+        cux_copy_managed_range(&info, address, length);
         *mem_type_p = info.mem_type;
         cux_copy_cache_learns(&info, cux_copy_mem_flags(ucs_derived_of(md, cux_copy_md_t), &info, 0));
     }
@@ -323,6 +334,7 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
     if (status != UCS_OK) {
         return status;
     }
+    cux_copy_managed_range(&info, address, length);
     mem->mem_type     = info.mem_type;
     mem->sys_dev      = info.sys_dev;
     mem->base_address = info.base;

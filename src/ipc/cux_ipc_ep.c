@@ -144,6 +144,8 @@ ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
 {
     ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 1);
 
+    ucs_trace_data("cuda_ipc put_zcopy %zu bytes -> 0x%" PRIx64 ": %s", uct_iov_total_length(iov, iovcnt),
+                   remote_addr, ucs_status_string(status));
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), PUT, ZCOPY,
                                  uct_iov_total_length(iov, iovcnt));
     return status;
@@ -154,6 +156,8 @@ ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
 {
     ucs_status_t status = cux_ipc_ep_zcopy(tl_ep, iov, iovcnt, remote_addr, rkey, comp, 0);
 
+    ucs_trace_data("cuda_ipc get_zcopy %zu bytes <- 0x%" PRIx64 ": %s", uct_iov_total_length(iov, iovcnt),
+                   remote_addr, ucs_status_string(status));
     UCT_TL_EP_STAT_OP_IF_SUCCESS(status, ucs_derived_of(tl_ep, uct_base_ep_t), GET, ZCOPY,
                                  uct_iov_total_length(iov, iovcnt));
     return status;

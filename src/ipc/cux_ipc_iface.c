@@ -60,8 +60,10 @@ static uint64_t cux_ipc_pid_namespace(void)
  * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never our own process:
  * the driver refuses to import one's own memory, and UCP would otherwise put cuda_ipc on its loopback
  * memory-type endpoints, whose keys are not ours. */
+/* Another process on this host whose address is proven. This very process is not reachable ("same process", as
+ * UCX's module says: UCP copies within a process with cuda_copy), though an endpoint to it can be made. */
 static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                   const uct_iface_addr_t *iface_addr)
+                                   const uct_iface_addr_t *iface_addr, const char **why_p)
 {
     const cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
     cux_ipc_iface_addr_t addr;
@@ -69,14 +71,21 @@ static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_
     uint64_t system_id;
 
     if ((dev_addr == NULL) || (iface_addr == NULL)) {
+        *why_p = "no device or interface address";
         return 0;
     }
     memcpy(&system_id, dev_addr, sizeof(system_id));
     if (system_id != iface->system_id) {
+        *why_p = "another host";
         return 0;
     }
     memcpy(&addr, iface_addr, sizeof(addr));
+    if ((addr.magic == CUX_IPC_ADDR_MAGIC) && (addr.pid == getpid()) && (addr.pid_ns == iface->pid_ns)) {
+        *why_p = "same process";
+        return 0;
+    }
     if (cux_ipc_peer_open(&peer, &addr, iface->pid_ns, iface->proof) != UCS_OK) {
+        *why_p = "not a proven peer process (UCX_LOG_LEVEL=debug says why)";
         return 0;
     }
     cux_ipc_peer_close(&peer);

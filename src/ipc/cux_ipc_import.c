@@ -145,6 +145,11 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
         return status;
     }
 
+    if (key->pid == getpid()) {
+        /* this process's own allocation, on an endpoint to itself: proven above, used where it is */
+        *mapped_p = (void*)(uintptr_t)key->base;
+        return UCS_OK;
+    }
     status = cux_device_ctx_enter(device, &guard);
     if (status != UCS_OK) {
         return status;
@@ -174,8 +179,10 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
     CUdeviceptr dptr = (uintptr_t)region->mapped;
     cux_ctx_guard_t guard;
 
-    /* a forked child forgets its parent's mappings without touching the parent's driver state */
-    if (cux_driver_forked || (cux_device_ctx_enter(region->device, &guard) != UCS_OK)) {
+    /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's
+     * own memory was never mapped */
+    if (cux_driver_forked || (region->key.pid == getpid()) ||
+        (cux_device_ctx_enter(region->device, &guard) != UCS_OK)) {
         return;
     }
     if (region->kind == CUX_IPC_KIND_VMM_FD) {
@@ -280,12 +287,13 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
         return UCS_ERR_NO_MEMORY;
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
-    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id(), getpid());
+    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id());
     if (status != UCS_OK) {
         ucs_free(ukey);
         return status;
     }
     ukey->peer_device = cux_device_by_uuid(&ukey->key.dev_uuid);
+    ukey->attached    = NULL;
     *rkey_p   = (uintptr_t)ukey;
     *handle_p = NULL;
     return UCS_OK;
@@ -294,7 +302,92 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
 
 ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle)
 {
-    ucs_free((void*)rkey);
+    cux_ipc_unpacked_rkey_t *ukey = (cux_ipc_unpacked_rkey_t*)rkey;
+    int device;
+
+    /* UCX's perftest releases a zeroed key when endpoint set-up fails before unpacking (UCX 1.22's gtest
+     * test_uct_loopback_cuda): nothing to release */
+    if (ukey == NULL) {
+        return UCS_OK;
+    }
+    if (ukey->attached != NULL) {
+        for (device = 0; device < CUX_MAX_DEVICES; ++device) {
+            if (ukey->attached[device] != NULL) {
+                cux_ipc_import_put(ukey->attached[device]);
+            }
+        }
+        ucs_free(ukey->attached);
+    }
+    ucs_free(ukey);
+    return UCS_OK;
+}
+
+/* The mapping rkey_ptr hands out on a device, made once per key and device; racing threads keep the first. */
+static ucs_status_t cux_ipc_import_attach_device(cux_ipc_unpacked_rkey_t *ukey, int device,
+                                                 cux_ipc_region_t **region_p)
+{
+    cux_ipc_region_t **attached = ukey->attached, *region;
+    cux_ipc_peer_t peer;
+    ucs_status_t status;
+
+    if (attached == NULL) {
+        attached = ucs_calloc(CUX_MAX_DEVICES, sizeof(*attached), "cux_ipc_rkey_ptr");
+        if (attached == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        if (!__atomic_compare_exchange_n(&ukey->attached, &(cux_ipc_region_t**){NULL}, attached, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            ucs_free(attached);
+            attached = ukey->attached;
+        }
+    }
+    region = __atomic_load_n(&attached[device], __ATOMIC_ACQUIRE);
+    if (region == NULL) {
+        status = cux_ipc_peer_open_for_key(&peer, &ukey->key);
+        if (status != UCS_OK) {
+            return status;
+        }
+        status = cux_ipc_import_get(ukey, device, &peer, &region);
+        cux_ipc_peer_close(&peer);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (!__atomic_compare_exchange_n(&attached[device], &(cux_ipc_region_t*){NULL}, region, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            cux_ipc_import_put(region);
+            region = attached[device];
+        }
+    }
+    *region_p = region;
+    return UCS_OK;
+}
+
+ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle, uint64_t raddr,
+                                     void **laddr_p)
+{
+    cux_ipc_unpacked_rkey_t *ukey = (cux_ipc_unpacked_rkey_t*)rkey;
+    int device                    = cux_device_current();
+    cux_ipc_region_t *region;
+    ucs_status_t status;
+
+    if (!cux_ipc_rkey_covers(&ukey->key, raddr, 1)) {
+        ucs_debug("cuda_ipc: rkey_ptr of 0x%" PRIx64 ", outside pid %d's allocation 0x%" PRIx64 "+%" PRIu64,
+                  raddr, ukey->key.pid, ukey->key.base, ukey->key.length);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    if (device < 0) {
+        device = ukey->peer_device;
+    }
+    if (device < 0) {
+        ucs_debug("cuda_ipc: rkey_ptr with no device context current and pid %d's GPU not visible here",
+                  ukey->key.pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = cux_ipc_import_attach_device(ukey, device, &region);
+    if (status != UCS_OK) {
+        return status;
+    }
+    *laddr_p = UCS_PTR_BYTE_OFFSET(region->mapped, raddr - ukey->key.base);
     return UCS_OK;
 }
 

@@ -15,8 +15,10 @@
 /* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at
  * unpack, rather than on every operation. */
 typedef struct cux_ipc_unpacked_rkey {
-    cux_ipc_rkey_t key;
-    int            peer_device;   /* local ordinal of the device owning the buffer, -1 if not visible here */
+    cux_ipc_rkey_t    key;
+    int               peer_device; /* local ordinal of the device owning the buffer, -1 if not visible here */
+    cux_ipc_region_t **attached;   /* rkey_ptr's mappings, one per local device, held until release; NULL until
+                                      the first rkey_ptr */
 } cux_ipc_unpacked_rkey_t;
 
 /* Mappings of other processes' memory, shared by every cuda_ipc interface of the process. */
@@ -31,6 +33,12 @@ void cux_ipc_import_detach(void);
 ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
                                         void **handle_p);
 ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t rkey, void *handle);
+
+/* rkey_ptr: where the remote address is mapped on the calling thread's device (else the owner's), valid until
+ * the key is released. Like UCX's module since 1.21, for ucp_rkey_ptr; the key is proven in the peer's memory
+ * first (UCS_ERR_UNREACHABLE), an address outside its allocation is UCS_ERR_INVALID_ADDR. */
+ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle, uint64_t raddr,
+                                     void **laddr_p);
 
 /* The mapping of the key's allocation on a local device, held until cux_ipc_import_put. On a miss the key is
  * proven against the peer (cux_ipc_proof.h) before anything is mapped: UCS_ERR_UNREACHABLE if it fails. */

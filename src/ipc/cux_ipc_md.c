@@ -48,7 +48,8 @@ static void cux_ipc_md_caps(uct_md_h md, cux_md_caps_t *caps)
 {
     /* INVALIDATE: UCP selects rendezvous lanes for endpoints with peer error handling only from memory domains
      * that can invalidate (see cux_ipc_mem_dereg); UCX's own cuda_ipc declares it too. */
-    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE |
+                             CUX_UCX_IPC_MD_FLAGS;
     caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     /* UCP's rendezvous registers only through memory domains it may cache (1.16+); see mkey_pack */
     caps->cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
@@ -513,7 +514,7 @@ uct_component_t cux_ipc_component = {
     .md_open            = cux_ipc_md_open,
     .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
     .rkey_unpack        = cux_ipc_rkey_unpack,
-    .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
+    .rkey_ptr           = cux_ipc_import_rkey_ptr,
     .rkey_release       = cux_ipc_import_rkey_release,
     .name               = CUX_IPC_COMPONENT_NAME,
     .md_config          = {

@@ -188,6 +188,29 @@ static int cux_ipc_pidfd_alive(int pidfd)
     return (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) || (errno == EPERM);
 }
 
+/* An endpoint of this process to itself (UCX's own gtest makes them, as UCX's module allows): the address must
+ * be this process's own, byte for byte; its keys are then proven in this process's memory like a peer's. */
+static ucs_status_t cux_ipc_peer_open_self(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr,
+                                           uint64_t pid_ns)
+{
+    cux_ipc_iface_addr_t own;
+
+    cux_ipc_proof_own_address(&own, pid_ns);
+    if (memcmp(&own, addr, sizeof(own)) != 0) {
+        ucs_debug("cuda_ipc: an address with this process's pid %d that is not its own", addr->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    peer->pidfd = syscall(SYS_pidfd_open, addr->pid, 0);
+    if (peer->pidfd < 0) {
+        ucs_debug("cuda_ipc: pidfd_open(%d) of this process failed: %m", addr->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    peer->pid        = addr->pid;
+    peer->start_time = addr->start_time;
+    peer->readable   = 1;
+    return UCS_OK;
+}
+
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode)
 {
@@ -203,7 +226,10 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
                   addr->magic);
         return UCS_ERR_UNREACHABLE;
     }
-    if ((addr->pid_ns != pid_ns) || (addr->pid <= 0) || (addr->pid == getpid())) {
+    if ((addr->pid == getpid()) && (addr->pid_ns == pid_ns)) {
+        return cux_ipc_peer_open_self(peer, addr, pid_ns);
+    }
+    if ((addr->pid_ns != pid_ns) || (addr->pid <= 0)) {
         ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours (%" PRIu64 ")",
                   addr->pid, addr->pid_ns, pid_ns);
         return UCS_ERR_UNREACHABLE;
@@ -252,6 +278,22 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
 err_close:
     close(pidfd);
     return UCS_ERR_UNREACHABLE;
+}
+
+ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    memset(peer, 0, sizeof(*peer));
+    peer->pidfd = syscall(SYS_pidfd_open, key->pid, 0);
+    if (peer->pidfd < 0) {
+        ucs_debug("cuda_ipc: pidfd_open(%d) failed: %m", key->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    /* the key itself is proven by reading it back (cux_ipc_peer_check_key); without an address to vouch for
+     * the peer, an unreadable one is never trusted */
+    peer->pid        = key->pid;
+    peer->start_time = ucs_sys_get_proc_create_time(key->pid);
+    peer->readable   = 1;
+    return UCS_OK;
 }
 
 void cux_ipc_peer_close(cux_ipc_peer_t *peer)

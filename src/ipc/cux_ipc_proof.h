@@ -62,12 +62,15 @@ typedef struct cux_ipc_peer {
 /* This process's address (a forked child gets an identity of its own). */
 void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 
-/* Is the address a proven peer of another process in our namespace? UCS_OK with the peer open (pidfd held;
- * cux_ipc_peer_close gives it back), UCS_ERR_UNREACHABLE (logged at debug level: UCP asks for every address
- * it sees) otherwise. */
+/* Is the address a proven peer of another process in our namespace, or this process's own address (an
+ * endpoint to itself)? UCS_OK with the peer open (pidfd held; cux_ipc_peer_close gives it back),
+ * UCS_ERR_UNREACHABLE (logged at debug level: UCP asks for every address it sees) otherwise. */
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode);
 void cux_ipc_peer_close(cux_ipc_peer_t *peer);
+/* A peer known only from one of its keys (rkey_ptr has no endpoint): its pid, with a pidfd held. Its keys must
+ * then be proven in its memory, whatever the proof mode. */
+ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 
 /* Is the key one the peer made and still holds? UCS_ERR_UNREACHABLE otherwise (logged once per peer at error
  * level). Legacy handles are also checked at mapping time by cux_ipc_peer_check_handle (it needs a device

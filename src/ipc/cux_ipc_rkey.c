@@ -48,7 +48,7 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey)
         UCS_ERR_UNREACHABLE; \
     })
 
-ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int32_t local_pid)
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id)
 {
     if (rkey->magic != CUX_IPC_RKEY_MAGIC) {
         return cux_ipc_rkey_invalid("magic 0x%x, expected 0x%x: not a cuda_ipc key of this module", rkey->magic,
@@ -71,10 +71,6 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     if (rkey->system_id != local_system_id) {
         ucs_debug("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
                   rkey->system_id, local_system_id);
-        return UCS_ERR_UNREACHABLE;
-    }
-    if (rkey->pid == local_pid) {
-        ucs_debug("cuda_ipc: remote key names this very process (pid %d): not a peer's memory", local_pid);
         return UCS_ERR_UNREACHABLE;
     }
     if (rkey->kind == CUX_IPC_KIND_NONE) {

@@ -49,10 +49,11 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
  * Check a packed key received from a peer. Every key that cannot be used is UCS_ERR_UNREACHABLE, the one status
  * on which every UCP release leaves cuda_ipc out of the transfer and carries on (UCP 1.13 aborts the process on
  * any other unpack error): a corrupt, truncated or older-format key (checksum, magic, version, kind, empty
- * range; the first one logged as an error, later ones at debug level), a key of another host, of this very
- * process (cuda_ipc never connects a process to itself), or of memory that cannot be shared (debug level).
+ * range; the first one logged as an error, later ones at debug level), a key of another host, or of memory
+ * that cannot be shared (debug level). A key of this very process passes: it is usable only on an endpoint to
+ * this process, and only once proven in this process's memory, like every key.
  */
-ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int32_t local_pid);
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id);
 
 /* Is [address, address + length) inside the key's allocation? */
 static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t address, size_t length)
