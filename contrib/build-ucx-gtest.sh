@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Builds UCX's own gtest with CUDA so that it can run against UCX's CUDA module and against ours (issue 20,
+# item 3). UCX's source comes from its release tag (a tarball or a checked-out tree, kept in an ignored path;
+# nothing of it enters this repository). In that copy, the four gtest files that include UCX's CUDA-module
+# internals and the gtest link to libuct_cuda.la are taken out, so the test binary reaches the CUDA module only
+# through UCT, as applications do; the .cu device tests are left out too (no nvcc).
+#
+#   contrib/build-ucx-gtest.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
+#
+# Result: UCX with CUDA and assertions installed in PREFIX, UCX's module copied to PREFIX/reference-module,
+# and the test binary in PREFIX/gtest/gtest. Any machine with the CUDA toolkit builds it (the dev machine's
+# stub libcuda is enough); contrib/gpu-host-ucx-gtest.sh runs it. UCX 1.22 also needs NVML's header and a
+# library to link: where the toolkit has none (the dev machine), give them in CUX_UCX_CONFIGURE_EXTRA, e.g.
+# "CPPFLAGS=-I/dir/with/nvml.h LDFLAGS=-L/dir/with/libnvidia-ml.so" (Debian's libnvidia-ml-dev has the header;
+# a link stub will do, the GPU host's driver library is the one that runs).
+set -euo pipefail
+src=$1
+prefix=$2
+cuda=${3:-/usr/local/cuda}
+jobs=$(nproc)
+
+if [ -f "$src" ]; then
+    dir=$(mktemp -d)
+    tar -C "$dir" -xzf "$src"
+    src=$(ls -d "$dir"/ucx-*)
+fi
+src=$(cd "$src" && pwd)
+am=$src/test/gtest/Makefile.am
+[ -f "$am" ] || { echo "build-ucx-gtest: $src has no test/gtest" >&2; exit 1; }
+
+# Take out what reaches into UCX's CUDA module from the test binary.
+for f in uct/cuda/test_cuda_ipc_md.cc uct/cuda/test_cuda_nvml.cc uct/cuda/test_switch_cuda_device.cc \
+         uct/cuda/test_cuda_ctx_cleanup.cc; do
+    sed -i "\|^[[:space:]]*${f}|d" "$am"
+done
+sed -i 's|[[:space:]]*\$(top_builddir)/src/uct/cuda/libuct_cuda.la||' "$am"
+# A line continued into a removed line would swallow the next statement: close such lists.
+perl -0pi -e 's/\\\n([ \t]*\n)/\n$1/g' "$am"
+if grep -qE 'test_cuda_(ipc_md|nvml|ctx_cleanup)|test_switch_cuda_device|libuct_cuda\.la' "$am"; then
+    echo "build-ucx-gtest: could not take the CUDA-module internals out of $am" >&2; exit 1
+fi
+(cd "$src" && ./autogen.sh >/dev/null 2>&1) || { echo "build-ucx-gtest: autogen.sh failed in $src" >&2; exit 1; }
+
+build="$src/build-gtest"
+mkdir -p "$build"
+cd "$build"
+"$src/configure" --prefix="$prefix" --with-cuda="$cuda" --without-java --without-go --disable-doxygen-doc \
+    --enable-mt --enable-gtest --enable-assertions --disable-debug --without-verbs --without-rdmacm \
+    ac_cv_path_NVCC= ${CUX_UCX_CONFIGURE_EXTRA:-} CFLAGS="-O2 -g0 -Wno-error" CXXFLAGS="-O2 -g0 -Wno-error" >configure.log 2>&1 ||
+    { tail -n 30 configure.log; exit 1; }
+grep -q '^#define HAVE_CUDA 1' config.h || { echo "build-ucx-gtest: configure found no CUDA" >&2; exit 1; }
+
+make -j"$jobs" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+make install >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+# RUNPATH rather than RPATH, so that LD_LIBRARY_PATH can choose the copy of UCX (and so the module) it runs with
+ldflags="$(sed -n 's/^LDFLAGS = //p' test/gtest/Makefile) -Wl,--enable-new-dtags"
+make -C test/gtest -j"$jobs" gtest LDFLAGS="$ldflags" >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+
+mkdir -p "$prefix/reference-module" "$prefix/gtest"
+cp -L "$prefix/lib/ucx/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0"
+# libtool leaves the program itself in .libs/ when it links UCX's libraries as uninstalled shared ones
+if [ -f test/gtest/.libs/gtest ]; then cp test/gtest/.libs/gtest "$prefix/gtest/gtest"; else cp test/gtest/gtest "$prefix/gtest/gtest"; fi
+strip "$prefix/gtest/gtest"
+echo "UCX gtest $("$prefix/bin/ucx_info" -v | sed -n 's/^# \(Library version:\|Version\) //p' | head -n 1) in $prefix"
