@@ -14,6 +14,7 @@
 #define CUX_UCX_ALLOCATES_ON_DEVICE      0 /* mem_alloc is told the system device to allocate on */
 #define CUX_UCX_HAS_PATH_BANDWIDTH       0 /* estimate_perf may ask for a path bandwidth */
 #define CUX_UCX_IPC_MD_FLAGS             0 /* memory-domain flags cuda_ipc adds in this release, as UCX's does */
+#define CUX_UCX_MKEY_PACK_TAKES_ADDRESS  0 /* mkey_pack is told the buffer being sent */
 
 /* A bandwidth configured as "auto". */
 #define CUX_CONFIG_BW_IS_AUTO(_value) UCS_CONFIG_BW_IS_AUTO(_value)
@@ -112,7 +113,7 @@
 #define CUX_EP_CONNECTED_NEVER
 
 /* Internal ops that later releases add: each release header fills its own hook. */
-#define CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected)
+#define CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) /* connection and reachability slots (1.14+) */
 #define CUX_IFACE_INTERNAL_OPS_LATER /* slots added after 1.16, as each release has them */
 
 #define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
@@ -121,7 +122,7 @@
         .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
         .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
         .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
-        CUX_IFACE_INTERNAL_OPS_SINCE_1_16(_reachable, _connected) \
+        CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) \
         CUX_IFACE_INTERNAL_OPS_LATER \
     }
 

@@ -345,6 +345,7 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
         ucs_free(memh);
         return status;
     }
+    memh->address = address;
     *memh_p = memh;
     return UCS_OK;
 }
@@ -405,8 +406,11 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
         return status;
     }
     if (address == NULL) {
-        memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
-        return UCS_OK;
+        if (!CUX_UCX_CACHES_IPC_REGISTRATIONS) { /* UCP 1.13 packs a registration it has just made */
+            memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+            return UCS_OK;
+        }
+        address = memh->address; /* UCP 1.14 and 1.15 keep registrations but do not say which buffer is sent */
     }
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {

@@ -44,6 +44,7 @@ typedef struct cux_ipc_memh {
     cux_ipc_rkey_t      key;
     int                 device;
     cux_ipc_fd_export_t *fdx;
+    void                *address;  /* the registered buffer */
 } cux_ipc_memh_t;
 
 /* Keys of recently registered allocations, by allocation base: UCP registers the buffer of every rendezvous
