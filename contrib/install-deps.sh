@@ -6,7 +6,7 @@
 #   contrib/install-deps.sh [SRC_PARENT_DIR]     (default: ./deps)
 #
 # The deb-src entry is derived from the machine's own apt sources (deb822 or one-line format); no host name
-# is written here.
+# is written here. CUX_UCX_SRC=TREE skips the source fetch and names the tree instead.
 set -euo pipefail
 
 dest=${1:-deps}
@@ -43,15 +43,21 @@ add_deb_src() {
     rm -f "$tmp" "$tmp.list"
 }
 
-add_deb_src
+# CUX_UCX_SRC: a source tree of exactly the installed UCX, for a distribution whose registry serves its binary
+# packages but not their sources here (Debian 13: UCX's release tag of the same version)
+[ -n "${CUX_UCX_SRC:-}" ] || add_deb_src
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake libtool pkg-config dpkg-dev debhelper fakeroot \
     libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3 >/dev/null
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)
-mkdir -p "$dest"
 upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}
+if [ -n "${CUX_UCX_SRC:-}" ]; then
+    echo "UCX $ver installed; source tree: $(cd "$CUX_UCX_SRC" && pwd)"
+    exit 0
+fi
+mkdir -p "$dest"
 if ! ls -d "$dest"/ucx-"$upstream"* >/dev/null 2>&1; then
     (cd "$dest" && apt-get source -qq -o APT::Sandbox::User=root --download-only "ucx=$ver" >/dev/null &&
         dpkg-source -x --no-check ucx_*.dsc >/dev/null)
