@@ -67,6 +67,11 @@ AS_IF([test -f "$srcdir/src/compat/cux_ucx_${cux_ucx_major}_${cux_ucx_minor}.h"]
 AC_MSG_NOTICE([supported UCX releases: $cux_ucx_supported])
 AC_SUBST([CUX_UCX_VERNUM], [`expr $cux_ucx_major \* 100 + $cux_ucx_minor`])
 AC_SUBST([CUX_UCX_RELEASE], [${cux_ucx_major}_${cux_ucx_minor}])
+# What the launcher needs of the release, read from its header (the rule lives there, for C and shell alike)
+AC_COMPUTE_INT([CUX_UCX_LOADS_PLUGIN_PATH], [CUX_UCX_LOADS_PLUGIN_PATH],
+               [[#include "$srcdir/src/compat/cux_ucx_${cux_ucx_major}_${cux_ucx_minor}.h"]],
+               [AC_MSG_ERROR([cannot read CUX_UCX_LOADS_PLUGIN_PATH from cux_ucx_${cux_ucx_major}_${cux_ucx_minor}.h])])
+AC_SUBST([CUX_UCX_LOADS_PLUGIN_PATH])
 
 mkdir -p ucx-build
 CUX_UCX_BUILD_CONFIG([ucx-build/config.h])

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
+#include "compat/cux_ucx_compat.h" /* CUX_UCX_LOADS_PLUGIN_PATH: the release's rule */
 
 #define CHECK_MAX_GPUS 16
 
@@ -183,7 +184,7 @@ static void check_before(const char *module)
     check_load_modules();
     check_loaded("libuct_cuda", cuda_path, sizeof(cuda_path));
     if (cuda_path[0] == '\0') {
-        if (major * 100 + minor >= 122) {
+        if (CUX_UCX_LOADS_PLUGIN_PATH) {
             check_line("OK", "module loading", "UCX %u.%u finds no CUDA module by itself (none in %s or "
                        "UCX_PLUGIN_PATH, or UCX_MODULES leaves cuda out): ucx-cuda-run adds the module's directory "
                        "to UCX_PLUGIN_PATH", major, minor, moddir);
