@@ -15,6 +15,7 @@ extern "C" {
 #include <ucs/async/async.h>
 #include "driver/cux_driver.h"
 #include "compat/cux_ucx_compat.h" /* what the release does: CUX_UCX_* feature macros */
+#include "cux_introspection.h"      /* counts of internal objects, for leak checks */
 
 /* Internals of the module under test (exported from libuct_cuda). */
 ucs_status_t cux_devices_init(void);

@@ -3,6 +3,7 @@
  * Base class of the CUDA interfaces: see cux_iface.h.
  */
 #include "cux_iface.h"
+#include "cux_introspection.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>

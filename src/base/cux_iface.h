@@ -84,10 +84,6 @@ ucs_status_t cux_iface_event_arm(uct_iface_h tl_iface, unsigned events);
 ucs_status_t cux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
 void cux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
 
-/* For tests: CUDA events and streams an interface has created. */
-unsigned cux_iface_num_events(uct_iface_h tl_iface);
-unsigned cux_iface_num_streams(uct_iface_h tl_iface);
-
 /* The generic operations, for a transport's uct_iface_ops_t initializer. */
 #define CUX_IFACE_COMMON_OPS \
     .ep_pending_add         = cux_ep_pending_add, \

@@ -3,6 +3,7 @@
  * cuda_ipc, importing side: see cux_ipc_import.h.
  */
 #include "cux_ipc_import.h"
+#include "cux_introspection.h"
 #include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
 

@@ -49,8 +49,4 @@ void cux_ipc_import_put(cux_ipc_region_t *region);
 /* A peer is gone: give back the GPU memory its mappings hold (those in use go at their last release). */
 void cux_ipc_import_forget_peer(int32_t pid);
 
-/* For tests: the cache's counters. */
-void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsigned long *hits,
-                            unsigned long *misses, unsigned long *stale, unsigned long *evictions);
-
 #endif

@@ -3,6 +3,7 @@
  * cuda_ipc memory domain: see cux_ipc_md.h.
  */
 #include "cux_ipc_md.h"
+#include "cux_introspection.h"
 #include "cux_ipc_import.h"
 #include "base/cux_iface.h"
 #include "base/cux_ptr.h"

@@ -62,7 +62,4 @@ typedef struct cux_ipc_md {
     unsigned        num_fd_exports;
 } cux_ipc_md_t;
 
-/* Exported VMM descriptors the memory domain holds open (for tests and the soak). */
-unsigned cux_ipc_md_num_fd_exports(uct_md_h md);
-
 #endif
