@@ -510,13 +510,14 @@ typedef struct {
  * the parent; it lives until the parent closes the socket. */
 static void run_exporter(int fd)
 {
-    exporter_msg_t msg = {{0}};
+    exporter_msg_t msg;
     ucs_async_context_t *async;
     transport_t t;
     uct_mem_h memh;
     CUcontext ctx;
     char byte;
 
+    memset(&msg, 0, sizeof(msg));
     CHECK(cux_devices_init() == UCS_OK, "exporter: cuda devices");
     CHECK(cux_device_ctx(0, &ctx) == UCS_OK, "exporter: ctx");
     cux_drv.cuCtxSetCurrent(ctx);

@@ -192,8 +192,9 @@ static CUresult mock_track(uintptr_t start, size_t size, int device, int managed
     pthread_mutex_lock(&mock_lock);
     for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
         if (mock_allocs[i].size == 0) {
-            mock_allocs[i] = (mock_alloc_t){start, size, device, managed, pinned, mock_next_id++, fd, imported,
-                                            0, 0, 0};
+            mock_allocs[i] = (mock_alloc_t){.start = start, .size = size, .device = device, .managed = managed,
+                                            .host_pinned = pinned, .id = mock_next_id++, .fd = fd,
+                                            .imported = imported};
             pthread_mutex_unlock(&mock_lock);
             return CUDA_SUCCESS;
         }

@@ -51,8 +51,8 @@ void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll
     ucs_queue_head_init(&async->pending);
     async->num_descs    = 0;
     async->num_inflight = 0;
-    async->max_inflight = ucs_max(max_inflight, 1);
-    async->max_poll     = ucs_max(max_poll, 1);
+    async->max_inflight = ucs_max(max_inflight, 1u);
+    async->max_poll     = ucs_max(max_poll, 1u);
     async->event_fd     = -1;
 }
 

@@ -73,7 +73,7 @@ void cux_copy_dmabuf_export(const void *address, size_t length, const cux_ptr_in
     }
     /* The buffer's pages: within the allocation's pages, since the buffer lies inside the allocation. */
     start = (uintptr_t)address & ~(uintptr_t)(page - 1);
-    end   = ((uintptr_t)address + ucs_max(length, 1) + page - 1) & ~(uintptr_t)(page - 1);
+    end   = ((uintptr_t)address + ucs_max(length, (size_t)1) + page - 1) & ~(uintptr_t)(page - 1);
     if ((cux_device_ctx(info->device, &ctx) != UCS_OK) || (cux_ctx_enter(ctx, &guard) != UCS_OK)) {
         return;
     }
