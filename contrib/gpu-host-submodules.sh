@@ -23,7 +23,7 @@ rc=0
 say() { echo "== $*" | tee -a "$report"; }
 
 [ -e "$moddir/libuct_cuda_gdrcopy.so.0" ] || { say "FAILED: no gdr_copy module in $moddir"; exit 1; }
-say "UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p'), $(ls /dev/gdrdrv 2>/dev/null || echo 'no /dev/gdrdrv')"
+say "UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# \(Library version:\|Version\) //p' | head -n 1), $(ls /dev/gdrdrv 2>/dev/null || echo 'no /dev/gdrdrv')"
 "$prefix/bin/ucx_info" -b | grep -E 'uct_MODULES|uct_cuda_MODULES' >>"$report"
 
 for which in "UCX's own module" "our module"; do
