@@ -8,7 +8,6 @@
 
 #include <ucs/sys/sys.h>
 #include <ucs/sys/math.h>
-#include <unistd.h>
 #include <string.h>
 
 #define CUX_COPY_DEV_NAME "cuda"
@@ -37,7 +36,6 @@ static ucs_config_field_t cux_copy_iface_config_table[] = {
      ucs_offsetof(cux_copy_iface_config_t, host_staging), UCS_CONFIG_TYPE_BOOL},
     {NULL}
 };
-
 
 static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
@@ -127,6 +125,7 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
     ucs_memory_type_t src, dst;
     cux_link_perf_t link;
     ucs_status_t status;
+    int from, to;
 
     if ((perf_attr->field_mask & both) != both) {
         return uct_base_iface_estimate_perf(tl_iface, perf_attr);
@@ -147,13 +146,15 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
         src = perf_attr->local_memory_type;
         dst = perf_attr->remote_memory_type;
     }
-    if (cux_link_perf_get(cux_copy_link_end(src), cux_copy_link_end(dst), &link) != UCS_OK) {
+    from = cux_copy_link_end(src);
+    to   = cux_copy_link_end(dst);
+    if (cux_link_perf_get(from, to, &link) != UCS_OK) {
         return UCS_OK; /* the interface's figure stands */
     }
     if (!ucs_derived_of(iface, cux_copy_iface_t)->host_staging) {
-        if (cux_copy_link_end(src) == CUX_LINK_HOST) {
+        if (from == CUX_LINK_HOST) {
             link.bandwidth = ucs_min(link.bandwidth, CUX_COPY_UNSTAGED_H2D_BW);
-        } else if (cux_copy_link_end(dst) == CUX_LINK_HOST) {
+        } else if (to == CUX_LINK_HOST) {
             link.bandwidth = ucs_min(link.bandwidth, CUX_COPY_UNSTAGED_D2H_BW);
         }
     }

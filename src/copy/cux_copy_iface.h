@@ -30,7 +30,7 @@ typedef struct cux_copy_iface_config {
 
 typedef struct cux_copy_iface {
     cux_iface_t super;
-    uint64_t    id;           /* identifies this process: endpoints only reach the same process */
+    uint64_t    id;           /* identifies this interface: an endpoint connects an interface to itself */
     int         short_wait;   /* how short operations wait for their copy: a CUX_DEV_COPY_* mode */
     int         host_staging; /* host<->GPU estimates may exceed UCX's module's (UCP then stages host messages) */
 } cux_copy_iface_t;

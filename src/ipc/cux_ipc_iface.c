@@ -57,11 +57,9 @@ static uint64_t cux_ipc_pid_namespace(void)
 }
 
 /* Another process of this host and of our PID namespace that proves the address is its own (cux_ipc_proof.h;
- * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never our own process:
- * the driver refuses to import one's own memory, and UCP would otherwise put cuda_ipc on its loopback
- * memory-type endpoints, whose keys are not ours. */
-/* Another process on this host whose address is proven. This very process is not reachable ("same process", as
- * UCX's module says: UCP copies within a process with cuda_copy), though an endpoint to it can be made. */
+ * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never this very process
+ * ("same process", as UCX's module says): UCP copies within a process with cuda_copy, and would otherwise put
+ * cuda_ipc on its loopback memory-type endpoints. An endpoint to it can still be made (cux_ipc_peer_open). */
 static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
                                    const uct_iface_addr_t *iface_addr, const char **why_p)
 {
