@@ -257,6 +257,24 @@ TEST_F(stock_perftest, ucp_rendezvous_with_spoiled_keys_completes_another_way)
     }
 }
 
+#if CUX_UCX_HAS_MEM_FLAGS
+/* Issue 20: UCX 1.22's InfiniBand domains register only memory flagged registrable. With cuda_ipc made to require
+ * the flag too (test/preload/require_registrable.c), UCP must still register the GPU buffers it sends with it,
+ * whether the flags come from the memory query or from the memory-type cache that our hooks fill. */
+TEST_F(stock_perftest, ucp_registers_gpu_memory_with_a_domain_that_requires_registrable_memory)
+{
+    for (const char *mode : {"query", "hooks"}) {
+        SCOPED_TRACE(mode);
+        command_result r = ucp_check(std::string("CUX_MEMTYPE=") + mode + " LD_PRELOAD=" +
+                                     build_path("test/.libs/libcux_require_registrable.so"),
+                                     "--only 1 1048576");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("cuda_ipc requires registrable memory")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("require_registrable: GPU memory registered")) << r.output;
+    }
+}
+#endif
+
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
 TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {
