@@ -38,9 +38,10 @@ for which in "UCX's own module" "our module"; do
     grep -iE 'gdr|Component: cuda|Transport: cuda' /tmp/cux-sub-info.log | sed 's/^\[[0-9.]*\] \[[^]]*\] *//' |
         sort -u >>"$report"
     echo "GDR_COPY variables in ucx_info -c: $("$prefix/bin/ucx_info" -c 2>/dev/null | grep -c GDR_COPY)" >>"$report"
-    echo "undefined in libuct_cuda_gdrcopy.so.0 (ldd -r): $(ldd -r "$moddir/libuct_cuda_gdrcopy.so.0" 2>&1 |
+    # the module directory on the path: a UCX carried from elsewhere keeps its build's run paths
+    echo "undefined in libuct_cuda_gdrcopy.so.0 (ldd -r): $(LD_LIBRARY_PATH="$moddir:${LD_LIBRARY_PATH:-}" ldd -r "$moddir/libuct_cuda_gdrcopy.so.0" 2>&1 |
         grep -c 'undefined symbol')" >>"$report"
-    ldd -r "$moddir/libuct_cuda_gdrcopy.so.0" 2>&1 | grep 'undefined symbol' | grep -o 'uct_cuda[a-z_]*' |
+    LD_LIBRARY_PATH="$moddir:${LD_LIBRARY_PATH:-}" ldd -r "$moddir/libuct_cuda_gdrcopy.so.0" 2>&1 | grep 'undefined symbol' | grep -o 'uct_cuda[a-z_]*' |
         sort -u >>"$report"
     "$prefix/bin/ucx_info" -e -u t >/dev/null 2>&1
     echo "ucx_info -e: exit $?" >>"$report"
