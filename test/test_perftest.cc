@@ -275,6 +275,21 @@ TEST_F(stock_perftest, ucp_registers_gpu_memory_with_a_domain_that_requires_regi
 }
 #endif
 
+/* bench/cux_blocks (issue 22): many blocks per transfer, put and get, in one allocation and in many, first
+ * transfers to new memory, two processes one way and three all to all; every block is checked. */
+TEST_F(stock_perftest, many_block_benchmark_checks_every_block)
+{
+    for (const char *shape : {"-n 2 -p one -k 1,100", "-n 3 -p all -k 1,20"}) {
+        SCOPED_TRACE(shape);
+        command_result r = run_command(m_env + "UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 300 " + m_run + " " +
+                                       build_path("bench/cux_blocks") + " " + shape + " -s 16k,65539 -r 2 -f 1");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("cux_blocks: done")) << r.output;
+        EXPECT_EQ(std::string::npos, r.output.find("BAD")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("RESULT op=get layout=many size=65539")) << r.output;
+    }
+}
+
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
 TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {

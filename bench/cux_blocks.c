@@ -1,0 +1,984 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cux_blocks: many-block transfers between GPU processes through UCP, as inference servers move KV cache
+ * (NIXL, vLLM, Dynamo): a transfer is COUNT blocks of SIZE bytes, each written with ucp_put_nbx (or read with
+ * ucp_get_nbx), then one worker flush.
+ *
+ *   cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] [-o put,get] [-p one|all]
+ *              [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]
+ *
+ * -n processes (default 2), forked by this program, rank r on GPU r % GPUS (-g: default every GPU the
+ * driver shows). -p one: rank 0 transfers to rank 1 (default); all: every rank to every other at once.
+ * -l one: the blocks of a transfer lie in one large allocation; many: one allocation per block. Sizes take
+ * k and m suffixes. A case whose memory on one rank (blocks exposed to every source) exceeds -M (default
+ * 1 GiB) is skipped.
+ *
+ * Per case: one warm-up transfer, then -r timed transfers to the same buffers (default 5), then -f first
+ * transfers (default 2), each to freshly allocated target memory with new remote keys (every mapping new).
+ * Every transfer is data-checked: each block carries a pattern of its source, target, index and repeat,
+ * filled by plain synchronous copies; the target (put) or the initiator (get) reads every byte back after
+ * the flush. Buffers are registered with ucp_mem_map and passed to UCP with their memory handles, as NIXL does.
+ *
+ * While a rank waits for the others it progresses its worker, as a serving process does.
+ *
+ * Prints one line per case and a machine-readable "RESULT key=value ..." line: time of a transfer (median),
+ * GB/s and blocks/s over all initiators (bytes moved / the slowest initiator's time), posting time per block
+ * (the ucp_*_nbx calls alone), and the first transfer's time and its cost per new allocation (first - warm,
+ * divided by the target allocations one initiator touches). Exits 1 on any data error.
+ *
+ * With bench/cux_drvcount as the driver's injection library (CUDA_INJECTION64_PATH), rank 0 also prints the
+ * driver calls its timed transfers made per block ("DRVCALLS" lines); its times are then not measurements.
+ *
+ * The driver is opened at run time (CUX_DRIVER_PATH picks another, such as the tests' mock) and called through
+ * the global symbol scope, as a program linked with libcuda is.
+ */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#define BLOCKS_MAX_LIST 16
+
+/* ------------------------------------------------------------------ options */
+
+static struct {
+    int      nprocs;
+    int      ngpus;
+    size_t   sizes[BLOCKS_MAX_LIST];
+    int      nsizes;
+    size_t   counts[BLOCKS_MAX_LIST];
+    int      ncounts;
+    int      layouts; /* bit 0: one allocation, bit 1: many */
+    int      ops;     /* bit 0: put, bit 1: get */
+    int      all_to_all;
+    int      repeats;
+    int      first_repeats;
+    size_t   max_bytes;
+} opt = {2, 0, {16 << 10, 64 << 10, 256 << 10, 1 << 20}, 4, {1, 10, 100, 1000, 10000}, 5, 3, 3, 0, 5, 2,
+         1ul << 30};
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cux_blocks: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+/* Allocations that cannot fail quietly: a benchmark without memory has nothing to measure. */
+static void *xalloc(size_t count, size_t size)
+{
+    void *p = ((count < (1ul << 40)) && (size < (1ul << 40))) ? calloc(count ? count : 1, size ? size : 1) : NULL;
+    if (p == NULL) {
+        die("out of memory (%zu x %zu bytes)", count, size);
+    }
+    return p;
+}
+
+static void *xrealloc(void *p, size_t size)
+{
+    p = realloc(p, size);
+    if (p == NULL) {
+        die("out of memory (%zu bytes)", size);
+    }
+    return p;
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    size_t v = strtoull(s, &end, 0);
+    if ((*end == 'k') || (*end == 'K')) {
+        v <<= 10, ++end;
+    } else if ((*end == 'm') || (*end == 'M')) {
+        v <<= 20, ++end;
+    } else if ((*end == 'g') || (*end == 'G')) {
+        v <<= 30, ++end;
+    }
+    if ((*end != '\0') || (v == 0)) {
+        die("bad size '%s'", s);
+    }
+    return v;
+}
+
+static int parse_list(const char *arg, size_t *list)
+{
+    char *copy = strdup(arg), *save = NULL, *tok;
+    int n      = 0;
+    for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (n == BLOCKS_MAX_LIST) {
+            die("at most %d values in '%s'", BLOCKS_MAX_LIST, arg);
+        }
+        list[n++] = parse_size(tok);
+    }
+    free(copy);
+    return n;
+}
+
+static int parse_names(const char *arg, const char *first, const char *second)
+{
+    int bits = 0;
+    char *copy = strdup(arg), *save = NULL, *tok;
+    for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, first)) {
+            bits |= 1;
+        } else if (!strcmp(tok, second)) {
+            bits |= 2;
+        } else {
+            die("'%s': expected %s or %s", tok, first, second);
+        }
+    }
+    free(copy);
+    return bits;
+}
+
+static void parse_options(int argc, char **argv)
+{
+    int c;
+    while ((c = getopt(argc, argv, "n:g:s:k:l:o:p:r:f:M:h")) != -1) {
+        switch (c) {
+        case 'n': opt.nprocs = atoi(optarg); break;
+        case 'g': opt.ngpus = atoi(optarg); break;
+        case 's': opt.nsizes = parse_list(optarg, opt.sizes); break;
+        case 'k': opt.ncounts = parse_list(optarg, opt.counts); break;
+        case 'l': opt.layouts = parse_names(optarg, "one", "many"); break;
+        case 'o': opt.ops = parse_names(optarg, "put", "get"); break;
+        case 'p': opt.all_to_all = (parse_names(optarg, "one", "all") == 2); break;
+        case 'r': opt.repeats = atoi(optarg); break;
+        case 'f': opt.first_repeats = atoi(optarg); break;
+        case 'M': opt.max_bytes = parse_size(optarg); break;
+        default:
+            fprintf(stderr, "usage: cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] "
+                            "[-o put,get] [-p one|all] [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]\n");
+            exit(c == 'h' ? 0 : 2);
+        }
+    }
+    if ((opt.nprocs < 2) || (opt.ngpus < 0) || (opt.repeats < 1) || (opt.first_repeats < 0)) {
+        die("need -n >= 2, -g >= 0, -r >= 1, -f >= 0");
+    }
+}
+
+/* ------------------------------------------------------------------ CUDA, through the global scope */
+
+static struct {
+    CUresult (*init)(unsigned);
+    CUresult (*device_count)(int*);
+    CUresult (*ctx_retain)(CUcontext*, CUdevice);
+    CUresult (*ctx_set)(CUcontext);
+    CUresult (*alloc)(CUdeviceptr*, size_t);
+    CUresult (*free)(CUdeviceptr);
+    CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*ctx_sync)(void);
+} cu;
+
+static int cuda_device_count(void)
+{
+    const char *path = getenv("CUX_DRIVER_PATH");
+    int count        = 0;
+
+    if (dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) == NULL) {
+        die("no CUDA driver: %s", dlerror());
+    }
+    *(void**)&cu.init         = dlsym(RTLD_DEFAULT, "cuInit");
+    *(void**)&cu.device_count = dlsym(RTLD_DEFAULT, "cuDeviceGetCount");
+    *(void**)&cu.ctx_retain   = dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+    *(void**)&cu.ctx_set      = dlsym(RTLD_DEFAULT, "cuCtxSetCurrent");
+    *(void**)&cu.alloc        = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    *(void**)&cu.free         = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+    *(void**)&cu.copy         = dlsym(RTLD_DEFAULT, "cuMemcpy");
+    *(void**)&cu.ctx_sync     = dlsym(RTLD_DEFAULT, "cuCtxSynchronize");
+    if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
+        !cu.ctx_sync || cu.init(0) || cu.device_count(&count) || (count == 0)) {
+        die("the CUDA driver lacks an entry point, does not initialise or shows no GPU");
+    }
+    return count;
+}
+
+#define CU_CHECK(_call) \
+    do { \
+        CUresult _r = (_call); \
+        if (_r != CUDA_SUCCESS) { \
+            die("%s failed: %d", #_call, (int)_r); \
+        } \
+    } while (0)
+
+/* ------------------------------------------------------------------ the processes: a star through the parent */
+
+static int coord_fd = -1; /* a rank's socket to the parent */
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, (const char*)buf + done, len - done);
+        if (n <= 0) {
+            if ((n < 0) && (errno == EINTR)) {
+                continue;
+            }
+            die("write to the coordinator: %s", strerror(errno));
+        }
+        done += n;
+    }
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = read(fd, (char*)buf + done, len - done);
+        if (n == 0) {
+            return 0;
+        } else if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            die("read from the coordinator: %s", strerror(errno));
+        }
+        done += n;
+    }
+    return 1;
+}
+
+static ucp_worker_h progress_worker; /* progressed while a rank waits for the others, as a serving process does */
+
+/* Waits for the coordinator's answer, progressing the worker meanwhile. */
+static void wait_readable(int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (poll(&pfd, 1, (progress_worker != NULL) ? 0 : -1) == 0) {
+        ucp_worker_progress(progress_worker);
+    }
+}
+
+/* Every rank's message, in rank order, to every rank: all[r] (malloc'ed, one block), len[r]. */
+static void allgather(const void *mine, size_t mine_len, void ***all, size_t **lens)
+{
+    uint64_t len = mine_len, total = 0;
+    char *data;
+
+    write_all(coord_fd, &len, sizeof(len));
+    write_all(coord_fd, mine, mine_len);
+    wait_readable(coord_fd);
+    *lens = xalloc(opt.nprocs, sizeof(**lens));
+    *all  = xalloc(opt.nprocs, sizeof(**all));
+    if (!read_all(coord_fd, &total, sizeof(total)) || ((data = xalloc(total + 1, 1)) == NULL) ||
+        !read_all(coord_fd, data, total)) {
+        die("the coordinator went away");
+    }
+    for (int r = 0; r < opt.nprocs; ++r) {
+        memcpy(&len, data, sizeof(len));
+        (*all)[r]  = data + sizeof(len);
+        (*lens)[r] = len;
+        data      += sizeof(len) + len;
+    }
+}
+
+static void allgather_free(void **all, size_t *lens)
+{
+    free((char*)all[0] - sizeof(uint64_t));
+    free(all);
+    free(lens);
+}
+
+static void barrier(void)
+{
+    void **all;
+    size_t *lens;
+    allgather(NULL, 0, &all, &lens);
+    allgather_free(all, lens);
+}
+
+/* The parent: gathers one message from every rank, sends all of them to each, until the ranks are gone. */
+static int coordinate(const int *fds, const pid_t *pids)
+{
+    int failed = 0, status;
+
+    for (;;) {
+        size_t total = 0, cap = 0;
+        char *data   = NULL;
+        int open     = 0;
+        for (int r = 0; r < opt.nprocs; ++r) {
+            uint64_t len;
+            if (!read_all(fds[r], &len, sizeof(len))) {
+                continue;
+            }
+            ++open;
+            if (total + sizeof(len) + len > cap) {
+                cap  = 2 * (total + sizeof(len) + len);
+                data = xrealloc(data, cap);
+            }
+            memcpy(data + total, &len, sizeof(len));
+            if (!read_all(fds[r], data + total + sizeof(len), len)) {
+                die("rank %d went away mid-message", r);
+            }
+            total += sizeof(len) + len;
+        }
+        if (open == 0) {
+            break;
+        } else if (open != opt.nprocs) {
+            fprintf(stderr, "cux_blocks: %d of %d ranks ended early\n", opt.nprocs - open, opt.nprocs);
+            for (int r = 0; r < opt.nprocs; ++r) {
+                kill(pids[r], SIGTERM);
+            }
+            failed = 1;
+            break;
+        }
+        uint64_t t = total;
+        for (int r = 0; r < opt.nprocs; ++r) {
+            write_all(fds[r], &t, sizeof(t));
+            write_all(fds[r], data, total);
+        }
+        free(data);
+    }
+    for (int r = 0; r < opt.nprocs; ++r) {
+        waitpid(pids[r], &status, 0);
+        if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
+            fprintf(stderr, "cux_blocks: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            failed = 1;
+        }
+    }
+    return failed;
+}
+
+/* ------------------------------------------------------------------ a rank */
+
+static struct {
+    int           rank;
+    ucp_context_h context;
+    ucp_worker_h  worker;
+    ucp_ep_h      *eps;
+} me;
+
+/* bench/cux_drvcount, when the driver loaded it: counts this thread's driver calls while enabled. */
+static struct {
+    void (*enable)(int on);
+    void (*report)(FILE *f, double per);
+} drvcount;
+
+static void drvcount_open(void)
+{
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    void *handle     = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (handle != NULL) {
+        *(void**)&drvcount.enable = dlsym(handle, "cux_drvcount_enable");
+        *(void**)&drvcount.report = dlsym(handle, "cux_drvcount_report");
+    }
+    if (!drvcount.enable || !drvcount.report) {
+        drvcount.enable = NULL;
+    }
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Who sends to whom: rank 0 to rank 1, or every rank to every other. */
+static int sends_to(int from, int to)
+{
+    return (from != to) && (opt.all_to_all || ((from == 0) && (to == 1)));
+}
+
+static int sources_of(int target)
+{
+    int n = 0;
+    for (int r = 0; r < opt.nprocs; ++r) {
+        n += sends_to(r, target);
+    }
+    return n;
+}
+
+/* The index of source's slot among the blocks that target exposes. */
+static int slot_of(int source, int target)
+{
+    int n = 0;
+    for (int r = 0; r < source; ++r) {
+        n += sends_to(r, target);
+    }
+    return n;
+}
+
+/* Blocks in one or many allocations, registered with UCP. */
+typedef struct {
+    size_t      block, nblocks;
+    int         nallocs;
+    CUdeviceptr *alloc;
+    ucp_mem_h   *memh;
+} blocks_t;
+
+static void blocks_alloc(blocks_t *b, size_t block, size_t nblocks, int many)
+{
+    b->block   = block;
+    b->nblocks = nblocks;
+    b->nallocs = many ? (int)nblocks : (nblocks > 0);
+    b->alloc   = xalloc(b->nallocs, sizeof(*b->alloc));
+    b->memh    = xalloc(b->nallocs, sizeof(*b->memh));
+    for (int i = 0; i < b->nallocs; ++i) {
+        size_t len             = many ? block : block * nblocks;
+        ucp_mem_map_params_t p = {.field_mask  = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                                                 UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
+                                  .length      = len,
+                                  .memory_type = UCS_MEMORY_TYPE_CUDA};
+        ucs_status_t status;
+        CU_CHECK(cu.alloc(&b->alloc[i], len));
+        p.address = (void*)b->alloc[i];
+        status    = ucp_mem_map(me.context, &p, &b->memh[i]);
+        if (status != UCS_OK) {
+            die("ucp_mem_map of %zu bytes of GPU memory: %s", len, ucs_status_string(status));
+        }
+    }
+}
+
+static void blocks_free(blocks_t *b)
+{
+    for (int i = 0; i < b->nallocs; ++i) {
+        ucp_mem_unmap(me.context, b->memh[i]);
+        CU_CHECK(cu.free(b->alloc[i]));
+    }
+    free(b->alloc);
+    free(b->memh);
+    memset(b, 0, sizeof(*b));
+}
+
+static CUdeviceptr block_addr(const blocks_t *b, size_t i)
+{
+    return (b->nallocs == (int)b->nblocks) ? b->alloc[i] : b->alloc[0] + i * b->block;
+}
+
+static ucp_mem_h block_memh(const blocks_t *b, size_t i)
+{
+    return b->memh[(b->nallocs == (int)b->nblocks) ? i : 0];
+}
+
+/* The pattern of word w in block i between initiator source and target at repeat n, for put and get alike. */
+static uint32_t pattern(int source, int target, size_t i, int n, size_t w)
+{
+    uint32_t h = (uint32_t)(n + 1) * 2654435761u ^ (uint32_t)source << 24 ^ (uint32_t)target << 16;
+    h ^= (uint32_t)i * 40503u;
+    return h + (uint32_t)w * 2246822519u;
+}
+
+static void fill_pattern(uint32_t *host, size_t block, int source, int target, size_t i, int n)
+{
+    for (size_t w = 0; w < block / 4; ++w) {
+        host[w] = pattern(source, target, i, n, w);
+    }
+}
+
+/* Blocks [first, first + count) of b get source's pattern for target: plain synchronous copies, one per
+ * allocation (host holds count blocks). */
+static void blocks_fill(const blocks_t *b, size_t first, size_t count, int source, int target, int n,
+                        uint32_t *host)
+{
+    int one = (b->nallocs != (int)b->nblocks);
+    for (size_t i = 0; i < count; ++i) {
+        uint32_t *dst = one ? host + i * (b->block / 4) : host;
+        fill_pattern(dst, b->block, source, target, i, n);
+        if (!one) {
+            CU_CHECK(cu.copy(block_addr(b, first + i), (CUdeviceptr)host, b->block));
+        }
+    }
+    if (one && (count > 0)) {
+        CU_CHECK(cu.copy(block_addr(b, first), (CUdeviceptr)host, count * b->block));
+    }
+}
+
+/* Blocks [first, first + count) of b hold the pattern of initiator and target (the rank whose memory is
+ * remote); returns the number of bad blocks. */
+static size_t blocks_check(const blocks_t *b, size_t first, size_t count, int source, int target, int n,
+                           uint32_t *host, uint32_t *expect)
+{
+    int one   = (b->nallocs != (int)b->nblocks);
+    size_t bad = 0;
+    if (one && (count > 0)) {
+        CU_CHECK(cu.copy((CUdeviceptr)host, block_addr(b, first), count * b->block));
+    }
+    for (size_t i = 0; i < count; ++i) {
+        const uint32_t *got = one ? host + i * (b->block / 4) : host;
+        if (!one) {
+            CU_CHECK(cu.copy((CUdeviceptr)host, block_addr(b, first + i), b->block));
+        }
+        fill_pattern(expect, b->block, source, target, i, n);
+        if (memcmp(got, expect, b->block & ~(size_t)3)) {
+            if (bad++ == 0) {
+                fprintf(stderr, "cux_blocks: rank %d: block %zu of rank %d -> rank %d (repeat %d) holds wrong data\n",
+                        me.rank, i, source, target, n);
+            }
+        }
+    }
+    return bad;
+}
+
+/* One target's exposed allocations as an initiator sees them: base addresses and unpacked keys. */
+typedef struct {
+    int         many;    /* one allocation per block (base[i], rkey[i]); else base[0] holds every slot */
+    int         nallocs;
+    uint64_t    *base;
+    ucp_rkey_h  *rkey;
+} remote_t;
+
+/* Packs the keys of b's allocations, exchanges them, and unpacks the ones of each target this rank sends to. */
+static double exchange_keys(const blocks_t *b, int many, size_t count, remote_t *remote)
+{
+    size_t cap = 16, len = sizeof(int32_t), *lens;
+    char *msg  = xalloc(cap, 1);
+    void **all;
+    double t0;
+
+    memcpy(msg, &b->nallocs, sizeof(int32_t));
+    for (int i = 0; i < b->nallocs; ++i) {
+        void *packed;
+        size_t packed_len;
+        uint64_t base = b->alloc[i];
+        uint32_t l32;
+        ucs_status_t status = ucp_rkey_pack(me.context, b->memh[i], &packed, &packed_len);
+        if (status != UCS_OK) {
+            die("ucp_rkey_pack: %s", ucs_status_string(status));
+        }
+        if (len + 12 + packed_len > cap) {
+            cap = 2 * (len + 12 + packed_len);
+            msg = xrealloc(msg, cap);
+        }
+        l32 = packed_len;
+        memcpy(msg + len, &base, 8);
+        memcpy(msg + len + 8, &l32, 4);
+        memcpy(msg + len + 12, packed, packed_len);
+        len += 12 + packed_len;
+        ucp_rkey_buffer_release(packed);
+    }
+    allgather(msg, len, &all, &lens);
+    free(msg);
+
+    t0 = now_us();
+    for (int t = 0; t < opt.nprocs; ++t) {
+        const char *p = all[t];
+        int32_t nallocs;
+        if (!sends_to(me.rank, t)) {
+            continue;
+        }
+        memcpy(&nallocs, p, sizeof(nallocs));
+        p += sizeof(nallocs);
+        /* only the allocations of this rank's slot */
+        int first        = many ? slot_of(me.rank, t) * (int)count : 0;
+        int mine         = many ? (int)count : nallocs;
+        remote[t].many    = many;
+        remote[t].nallocs = mine;
+        remote[t].base    = xalloc(mine, sizeof(uint64_t));
+        remote[t].rkey    = xalloc(mine, sizeof(ucp_rkey_h));
+        for (int i = 0; i < nallocs; ++i) {
+            uint32_t l32;
+            memcpy(&l32, p + 8, 4);
+            if ((i >= first) && (i < first + mine)) {
+                ucs_status_t status;
+                memcpy(&remote[t].base[i - first], p, 8);
+                status = ucp_ep_rkey_unpack(me.eps[t], p + 12, &remote[t].rkey[i - first]);
+                if (status != UCS_OK) {
+                    die("ucp_ep_rkey_unpack: %s", ucs_status_string(status));
+                }
+            }
+            p += 12 + l32;
+        }
+    }
+    allgather_free(all, lens);
+    return now_us() - t0;
+}
+
+static void remote_release(remote_t *remote)
+{
+    for (int t = 0; t < opt.nprocs; ++t) {
+        for (int i = 0; i < remote[t].nallocs; ++i) {
+            ucp_rkey_destroy(remote[t].rkey[i]);
+        }
+        free(remote[t].base);
+        free(remote[t].rkey);
+        memset(&remote[t], 0, sizeof(remote[t]));
+    }
+}
+
+static void wait_request(void *request, const char *what)
+{
+    ucs_status_t status;
+    if (UCS_PTR_IS_ERR(request)) {
+        die("%s: %s", what, ucs_status_string(UCS_PTR_STATUS(request)));
+    } else if (request == NULL) {
+        return;
+    }
+    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+        ucp_worker_progress(me.worker);
+    }
+    ucp_request_free(request);
+    if (status != UCS_OK) {
+        die("%s: %s", what, ucs_status_string(status));
+    }
+}
+
+/* Posts every block to every target, then flushes. Returns the posting time; *total the whole. */
+static double transfer(int put, const blocks_t *local, const remote_t *remote, size_t count, double *total)
+{
+    double t0 = now_us(), t1;
+    ucp_request_param_t param;
+    int peer_index = 0;
+
+    for (int t = 0; t < opt.nprocs; ++t) {
+        if (!sends_to(me.rank, t)) {
+            continue;
+        }
+        for (size_t i = 0; i < count; ++i) {
+            size_t li       = peer_index * count + i;
+            int ri          = remote[t].many ? (int)i : 0;
+            uint64_t raddr  = remote[t].base[ri] +
+                              (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * local->block);
+            void *request;
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH;
+            param.memory_type  = UCS_MEMORY_TYPE_CUDA;
+            param.memh         = block_memh(local, li);
+            request = put ? ucp_put_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
+                                        remote[t].rkey[ri], &param)
+                          : ucp_get_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
+                                        remote[t].rkey[ri], &param);
+            if (UCS_PTR_IS_ERR(request)) {
+                die("ucp_%s_nbx: %s", put ? "put" : "get", ucs_status_string(UCS_PTR_STATUS(request)));
+            } else if (request != NULL) {
+                ucp_request_free(request); /* completes with the flush */
+            }
+        }
+        ++peer_index;
+    }
+    t1               = now_us();
+    param.op_attr_mask = 0;
+    wait_request(ucp_worker_flush_nbx(me.worker, &param), "ucp_worker_flush_nbx");
+    *total = now_us() - t0;
+    return t1 - t0;
+}
+
+typedef struct {
+    double total, post, unpack;
+    uint64_t bad;
+} timing_t;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One repeat: fill, transfer, check; the slowest initiator's time and the posting time per block, over ranks. */
+static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *exposed,
+                            remote_t *remote, int n, uint32_t *host, uint32_t *expect, double unpack, int counted)
+{
+    int ntargets = 0;
+    timing_t mine = {0, 0, unpack, 0}, out = {0, 0, 0, 0};
+    void **all;
+    size_t *lens;
+    int initiators = 0;
+
+    for (int t = 0; t < opt.nprocs; ++t) {
+        if (sends_to(me.rank, t)) {
+            if (put) {
+                blocks_fill(local, ntargets * count, count, me.rank, t, n, host);
+            }
+            ++ntargets;
+        }
+        if (!put && sends_to(t, me.rank)) {
+            blocks_fill(exposed, slot_of(t, me.rank) * count, count, t, me.rank, n, host);
+        }
+    }
+    CU_CHECK(cu.ctx_sync());
+    barrier();
+    if (ntargets > 0) {
+        if (drvcount.enable && counted) {
+            drvcount.enable(1);
+        }
+        mine.post = transfer(put, local, remote, count, &mine.total) / (ntargets * count);
+        if (drvcount.enable) {
+            drvcount.enable(0);
+        }
+    }
+    barrier();
+    ntargets = 0;
+    for (int t = 0; t < opt.nprocs; ++t) {
+        if (put && sends_to(t, me.rank)) {
+            mine.bad += blocks_check(exposed, slot_of(t, me.rank) * count, count, t, me.rank, n, host, expect);
+        }
+        if (sends_to(me.rank, t)) {
+            if (!put) {
+                mine.bad += blocks_check(local, ntargets * count, count, me.rank, t, n, host, expect);
+            }
+            ++ntargets;
+        }
+    }
+    allgather(&mine, sizeof(mine), &all, &lens);
+    for (int r = 0; r < opt.nprocs; ++r) {
+        const timing_t *t = all[r];
+        out.bad += t->bad;
+        if (t->total > 0) {
+            out.total   = (t->total > out.total) ? t->total : out.total;
+            out.post   += t->post;
+            out.unpack += t->unpack;
+            ++initiators;
+        }
+    }
+    out.post   /= initiators;
+    out.unpack /= initiators;
+    allgather_free(all, lens);
+    return out;
+}
+
+static int run_case(int put, int many, size_t size, size_t count, uint32_t *host, uint32_t *expect)
+{
+    int nsrc = sources_of(me.rank), ntargets = 0;
+    size_t exposure, max_exposure = 0;
+    blocks_t local, exposed;
+    remote_t *remote = xalloc(opt.nprocs, sizeof(*remote));
+    double *totals   = xalloc(opt.repeats + opt.first_repeats, sizeof(double));
+    double *posts    = xalloc(opt.repeats, sizeof(double));
+    double *firsts   = xalloc(opt.first_repeats + 1, sizeof(double));
+    double *unpacks  = xalloc(opt.first_repeats + 1, sizeof(double));
+    uint64_t bad     = 0;
+    timing_t t;
+    double unpack;
+    int initiators = 0;
+
+    for (int r = 0; r < opt.nprocs; ++r) {
+        exposure     = (size_t)sources_of(r) * count * size;
+        max_exposure = (exposure > max_exposure) ? exposure : max_exposure;
+        ntargets    += sends_to(me.rank, r);
+        initiators  += sends_to(r, (r + 1) % opt.nprocs); /* every initiator sends to its successor */
+    }
+    if (max_exposure > opt.max_bytes) {
+        if (me.rank == 0) {
+            printf("%s %-4s %8zu x %5zu: skipped, %zu MB exposed on a rank is over -M\n", put ? "put" : "get",
+                   many ? "many" : "one", size, count, max_exposure >> 20);
+            fflush(stdout);
+        }
+        free(remote), free(totals), free(posts), free(firsts), free(unpacks);
+        return 0;
+    }
+
+    blocks_alloc(&local, size, ntargets * count, many);
+    blocks_alloc(&exposed, size, nsrc * count, many);
+    unpack = exchange_keys(&exposed, many, count, remote);
+
+    /* warm-up (connects, maps), then the timed repeats on the same memory */
+    t    = repeat_once(put, count, &local, &exposed, remote, 0, host, expect, unpack, 0);
+    bad += t.bad;
+    for (int n = 0; n < opt.repeats; ++n) {
+        t         = repeat_once(put, count, &local, &exposed, remote, n + 1, host, expect, 0, 1);
+        totals[n] = t.total;
+        posts[n]  = t.post;
+        bad      += t.bad;
+    }
+    /* first transfers: new target memory every time */
+    for (int n = 0; n < opt.first_repeats; ++n) {
+        remote_release(remote);
+        blocks_free(&exposed);
+        blocks_alloc(&exposed, size, nsrc * count, many);
+        unpack     = exchange_keys(&exposed, many, count, remote);
+        t          = repeat_once(put, count, &local, &exposed, remote, opt.repeats + n + 1, host, expect,
+                                 unpack, 0);
+        firsts[n]  = t.total;
+        unpacks[n] = t.unpack;
+        bad       += t.bad;
+    }
+    remote_release(remote);
+    barrier(); /* no rank frees memory a peer still reads */
+    blocks_free(&exposed);
+    blocks_free(&local);
+
+    if (me.rank == 0) {
+        double warm   = median(totals, opt.repeats);
+        double post   = median(posts, opt.repeats);
+        double spread = (totals[opt.repeats - 1] - totals[0]) / warm * 100; /* sorted by median() */
+        double bytes  = (double)initiators * (opt.all_to_all ? opt.nprocs - 1 : 1) * count * size;
+        double first  = opt.first_repeats ? median(firsts, opt.first_repeats) : 0;
+        double unp    = opt.first_repeats ? median(unpacks, opt.first_repeats) : 0;
+        int allocs    = many ? (int)count : 1; /* target allocations one initiator touches, per target */
+        double per    = opt.first_repeats ? (first - warm) / allocs : 0;
+        printf("%s %-4s %8zu x %5zu: %8.1f us, %7.2f GB/s, %10.0f blocks/s, post %6.2f us/block, spread %4.1f%%",
+               put ? "put" : "get", many ? "many" : "one", size, count, warm, bytes / warm / 1e3,
+               bytes / size / warm * 1e6, post, spread);
+        if (opt.first_repeats) {
+            printf(", first %9.1f us (%7.1f us per new allocation, unpack %7.1f us)", first, per, unp);
+        }
+        printf(", data %s\n", bad ? "BAD" : "ok");
+        if (drvcount.enable) {
+            printf("DRVCALLS op=%s layout=%s size=%zu count=%zu per block:", put ? "put" : "get",
+                   many ? "many" : "one", size, count);
+            drvcount.report(stdout, (double)opt.repeats * ntargets * count);
+            printf("\n");
+        }
+        printf("RESULT op=%s layout=%s size=%zu count=%zu ranks=%d initiators=%d pattern=%s time_us=%.2f "
+               "gbps=%.4f blocks_per_s=%.0f post_us=%.4f spread_pct=%.2f first_us=%.2f first_per_alloc_us=%.2f "
+               "unpack_us=%.2f data=%s\n",
+               put ? "put" : "get", many ? "many" : "one", size, count, opt.nprocs, initiators,
+               opt.all_to_all ? "all" : "one", warm, bytes / warm / 1e3, bytes / size / warm * 1e6, post, spread,
+               first, per, unp, bad ? "bad" : "ok");
+        fflush(stdout);
+    }
+    free(remote), free(totals), free(posts), free(firsts), free(unpacks);
+    return bad != 0;
+}
+
+static void rank_setup(int device)
+{
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
+    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_address_t *address;
+    size_t address_len, *lens;
+    void **all;
+    CUcontext ctx;
+    ucs_status_t status;
+
+    CU_CHECK(cu.ctx_retain(&ctx, device));
+    CU_CHECK(cu.ctx_set(ctx));
+    if ((status = ucp_init(&params, NULL, &me.context)) != UCS_OK ||
+        (status = ucp_worker_create(me.context, &wparams, &me.worker)) != UCS_OK ||
+        (status = ucp_worker_get_address(me.worker, &address, &address_len)) != UCS_OK) {
+        die("UCP setup: %s", ucs_status_string(status));
+    }
+    allgather(address, address_len, &all, &lens);
+    ucp_worker_release_address(me.worker, address);
+    progress_worker = me.worker;
+    me.eps = xalloc(opt.nprocs, sizeof(*me.eps));
+    for (int r = 0; r < opt.nprocs; ++r) {
+        ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+                                     .address    = all[r]};
+        if ((r != me.rank) && (status = ucp_ep_create(me.worker, &ep_params, &me.eps[r])) != UCS_OK) {
+            die("ucp_ep_create: %s", ucs_status_string(status));
+        }
+    }
+    allgather_free(all, lens);
+}
+
+static void rank_teardown(void)
+{
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    barrier();
+    for (int r = 0; r < opt.nprocs; ++r) {
+        if (me.eps[r] != NULL) {
+            void *request = ucp_ep_close_nbx(me.eps[r], &param);
+            if (!UCS_PTR_IS_ERR(request) && (request != NULL)) {
+                while (ucp_request_check_status(request) == UCS_INPROGRESS) {
+                    ucp_worker_progress(me.worker);
+                }
+                ucp_request_free(request);
+            }
+        }
+    }
+    progress_worker = NULL;
+    barrier();
+    free(me.eps);
+    ucp_worker_destroy(me.worker);
+    ucp_cleanup(me.context);
+}
+
+/* The most bytes one slot (the blocks of one initiator and target) holds: the host copy of a whole slot. */
+static size_t max_bytes_per_slot(void)
+{
+    size_t most = 0;
+    for (int s = 0; s < opt.nsizes; ++s) {
+        for (int k = 0; k < opt.ncounts; ++k) {
+            size_t bytes = opt.sizes[s] * opt.counts[k];
+            if ((bytes > most) && (bytes <= opt.max_bytes)) {
+                most = bytes;
+            }
+        }
+    }
+    return most;
+}
+
+static int rank_main(int ngpus)
+{
+    size_t max_size = 0;
+    uint32_t *host, *expect;
+    int failed = 0;
+
+    rank_setup(me.rank % ngpus);
+    drvcount_open();
+    for (int s = 0; s < opt.nsizes; ++s) {
+        max_size = (opt.sizes[s] > max_size) ? opt.sizes[s] : max_size;
+    }
+    host   = xalloc(max_bytes_per_slot(), 1);
+    expect = xalloc(max_size, 1);
+    for (int o = 0; o < 2; ++o) {
+        for (int l = 0; l < 2; ++l) {
+            for (int s = 0; s < opt.nsizes; ++s) {
+                for (int k = 0; k < opt.ncounts; ++k) {
+                    if ((opt.ops & (1 << o)) && (opt.layouts & (1 << l))) {
+                        failed |= run_case(o == 0, l == 1, opt.sizes[s], opt.counts[k], host, expect);
+                    }
+                }
+            }
+        }
+    }
+    free(host);
+    free(expect);
+    rank_teardown();
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    int *fds, ngpus, failed;
+    pid_t *pids;
+
+    parse_options(argc, argv);
+    fds  = xalloc(opt.nprocs, sizeof(*fds));
+    pids = xalloc(opt.nprocs, sizeof(*pids));
+    for (int r = 0; r < opt.nprocs; ++r) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+            die("socketpair: %s", strerror(errno));
+        }
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            for (int q = 0; q < r; ++q) {
+                close(fds[q]);
+            }
+            close(sv[0]);
+            coord_fd = sv[1];
+            me.rank  = r;
+            ngpus    = cuda_device_count(); /* after the fork: the driver does not survive one */
+            if ((opt.ngpus > 0) && (opt.ngpus < ngpus)) {
+                ngpus = opt.ngpus;
+            }
+            if (r == 0) {
+                printf("cux_blocks: %d processes on %d GPU%s, %s, %d timed + %d first transfers per case\n",
+                       opt.nprocs, ngpus, (ngpus == 1) ? "" : "s",
+                       opt.all_to_all ? "every rank to every other" : "rank 0 to rank 1", opt.repeats,
+                       opt.first_repeats);
+                fflush(stdout);
+            }
+            exit(rank_main(ngpus));
+        }
+        close(sv[1]);
+        fds[r] = sv[0];
+    }
+    failed = coordinate(fds, pids);
+    printf("cux_blocks: %s\n", failed ? "FAILED" : "done");
+    return failed;
+}
