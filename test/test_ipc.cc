@@ -480,6 +480,79 @@ TEST_F(ipc_transport, a_lone_copy_is_issued_at_once_and_later_ones_wait_for_a_ba
     remote_free(rb);
 }
 
+/* Issue 22: a KV-cache transfer is many adjacent blocks of one allocation on each side. A GPU spends about the
+ * same time on every copy between processes whatever its size, so blocks that continue each other in the same
+ * two allocations go as one copy, with the local buffer registered or not (UCP passes no handle: the pointer
+ * query finds its allocation); blocks of another allocation stay copies of their own. Every byte is checked. */
+TEST_F(ipc_transport, adjacent_blocks_of_the_same_allocations_are_one_copy)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "counts the copies the mock driver accepts, with its copies in flight (MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t block = 16384, count = 16, size = block * count;
+    destroy_ep();
+    open_iface({{"MAX_BATCH", "16"}});
+    start_peer();
+    buffer local(buf_kind::cuda0, size);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    remote_buf rb    = remote_alloc(size, cux_device_count() - 1, 71);
+    remote_buf other = remote_alloc(block, cux_device_count() - 1, 72);
+    ASSERT_NE(0u, rb.addr);
+    ASSERT_NE(0u, other.addr);
+
+    struct {
+        const char *what;
+        uct_mem_h  memh;
+        bool       interleave; /* every other block to another remote allocation */
+        long       most_copies;
+    } cases[] = {{"one allocation each side", memh, false, 2},
+                 {"no local memory handle", UCT_MEM_HANDLE_NULL, false, 2},
+                 {"another remote allocation in between", memh, true, (long)count}};
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.what);
+        for (int put = 1; put >= 0; --put) {
+            SCOPED_TRACE(put ? "put" : "get");
+            if (put) {
+                local.write(pattern(73, size));
+            } else {
+                ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 74));
+            }
+            const long issued = mock_live("issued copies");
+            counting_completion ops(count), flushed;
+            for (size_t i = 0; i < count; ++i) {
+                bool away       = c.interleave && (i % 2);
+                uct_iov_t iov   = {(char*)local.ptr() + i * block, block, c.memh, 0, 1};
+                uint64_t raddr  = away ? other.addr : rb.addr + i * block;
+                uct_rkey_t rkey = away ? other.rkey.rkey : rb.rkey.rkey;
+                ucs_status_t st = put ? uct_ep_put_zcopy(m_ep, &iov, 1, raddr, rkey, &ops.comp)
+                                      : uct_ep_get_zcopy(m_ep, &iov, 1, raddr, rkey, &ops.comp);
+                ASSERT_EQ(UCS_INPROGRESS, st);
+            }
+            ucs_status_t status = uct_iface_flush(m_iface, 0, &flushed.comp);
+            ASSERT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? wait(&flushed.comp) : status);
+            EXPECT_EQ(0, ops.comp.count);
+            EXPECT_EQ(UCS_OK, ops.status);
+            long copies = mock_live("issued copies") - issued;
+            EXPECT_LE(copies, c.most_copies);
+            if (c.most_copies == (long)count) {
+                EXPECT_EQ((long)count, copies) << "blocks of different allocations were merged";
+            }
+            if (c.interleave) {
+                continue; /* the blocks overwrite each other in the other allocation */
+            }
+            if (put) {
+                EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, 73)) << "put data mismatch";
+            } else {
+                EXPECT_TRUE(local.read() == pattern(74, size)) << "get data mismatch";
+            }
+        }
+    }
+    remote_free(other);
+    remote_free(rb);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+
 TEST_F(ipc_transport, outside_the_remote_allocation_is_an_error)
 {
     buffer local(buf_kind::cuda0, 8192);
@@ -639,6 +712,8 @@ TEST_F(ipc_transport, a_failed_mapping_is_an_error_and_leaves_nothing_behind)
     remote_free(rb);
 }
 
+/* Blocks in reverse order go as a batch of copies; adjacent blocks go as one merged copy: either failing
+ * completes every operation with an error. */
 TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_error)
 {
     if (!using_mock_driver()) {
@@ -648,18 +723,23 @@ TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_erro
     remote_buf rb = remote_alloc(size * n, 0, 1);
     buffer local(buf_kind::cuda0, size * n);
     long events = mock_live("events");
-    counting_completion comp(n);
-    setenv("MOCK_CUDA_FAIL", "cuMemcpyBatchAsync", 1);
-    for (size_t i = 0; i < n; ++i) {
-        uct_iov_t iov = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
-        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, rb.addr + i * size, rb.rkey.rkey, &comp.comp);
-        if (status != UCS_INPROGRESS) {
-            EXPECT_NE(UCS_OK, status);
-            uct_invoke_completion(&comp.comp, status);
+    for (const char *fail : {"cuMemcpyBatchAsync", "cuMemcpyAsync"}) {
+        SCOPED_TRACE(fail);
+        bool merged = !strcmp(fail, "cuMemcpyAsync");
+        counting_completion comp(n);
+        setenv("MOCK_CUDA_FAIL", fail, 1);
+        for (size_t i = 0; i < n; ++i) {
+            uct_iov_t iov   = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+            uint64_t remote = rb.addr + (merged ? i : n - 1 - i) * size;
+            ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, remote, rb.rkey.rkey, &comp.comp);
+            if (status != UCS_INPROGRESS) {
+                EXPECT_NE(UCS_OK, status);
+                uct_invoke_completion(&comp.comp, status);
+            }
         }
+        EXPECT_NE(UCS_OK, wait(&comp.comp));
+        unsetenv("MOCK_CUDA_FAIL");
     }
-    EXPECT_NE(UCS_OK, wait(&comp.comp));
-    unsetenv("MOCK_CUDA_FAIL");
     EXPECT_LE(mock_live("events"), events + 64) << "events of the failed batch were not returned";
     buffer again(buf_kind::cuda0, size);
     round_trip(again, rb, size, 92);

@@ -233,6 +233,7 @@ err_sync:
 static void cux_stream_queue_submit(cux_stream_queue_t *sq)
 {
     unsigned i, count       = sq->batch_count;
+    unsigned copies         = sq->batch_copies;
     CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
     size_t attr_index       = 0;
     CUevent event           = NULL;
@@ -241,7 +242,8 @@ static void cux_stream_queue_submit(cux_stream_queue_t *sq)
     CUstream stream;
     cux_desc_t *desc;
 
-    sq->batch_count = 0;
+    sq->batch_count  = 0;
+    sq->batch_copies = 0;
     ucs_list_del(&sq->batch_link);
 
     status = cux_ctx_enter(sq->ctx, &guard);
@@ -252,17 +254,17 @@ static void cux_stream_queue_submit(cux_stream_queue_t *sq)
     if (status != UCS_OK) {
         goto out_leave;
     }
-    if ((count > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
-        status = CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, count, &attr,
+    if ((copies > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
+        status = CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, copies, &attr,
                                   &attr_index, 1, stream);
     } else {
-        for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+        for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
             status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i],
                                       stream);
         }
     }
     if (status != UCS_OK) {
-        ucs_error("batch of %u copies failed: %s", count, ucs_status_string(status));
+        ucs_error("batch of %u copies (%u operations) failed: %s", copies, count, ucs_status_string(status));
         /* what was issued must be finished before the buffers go back to their owners */
         (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, stream);
         goto out_leave;
@@ -287,20 +289,41 @@ out_push:
     }
 }
 
+/* Whether a copy continues the batch's last copy on both sides, in the same two known allocations. */
+static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue_t *sq, CUdeviceptr dst,
+                                                          CUdeviceptr src, const cux_copy_allocs_t *allocs)
+{
+    unsigned last = sq->batch_copies - 1;
+
+    return (sq->batch_copies > 0) && (allocs != NULL) && (allocs->dst != 0) && (allocs->src != 0) &&
+           (sq->batch_allocs[last].dst == allocs->dst) && (sq->batch_allocs[last].src == allocs->src) &&
+           (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
+}
+
 ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
-                                  uct_completion_t *comp, cux_async_release_func_t release, void *release_arg)
+                                  const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                  cux_async_release_func_t release, void *release_arg)
 {
     cux_async_t *async = sq->async;
     cux_desc_t *desc   = cux_desc_get(async);
     unsigned i         = sq->batch_count;
+    unsigned c         = sq->batch_copies;
+    CUdeviceptr d      = (CUdeviceptr)(uintptr_t)dst;
+    CUdeviceptr s      = (CUdeviceptr)(uintptr_t)src;
 
     if (ucs_unlikely(desc == NULL)) {
         return UCS_ERR_NO_MEMORY;
     }
     cux_desc_init_op(desc, NULL, 0, comp, release, release_arg); /* the event comes at submission */
-    sq->batch_dst[i]  = (CUdeviceptr)(uintptr_t)dst;
-    sq->batch_src[i]  = (CUdeviceptr)(uintptr_t)src;
-    sq->batch_size[i] = length;
+    if (cux_stream_queue_continues(sq, d, s, allocs)) {
+        sq->batch_size[c - 1] += length;
+    } else {
+        sq->batch_dst[c]    = d;
+        sq->batch_src[c]    = s;
+        sq->batch_size[c]   = length;
+        sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
+        sq->batch_copies    = c + 1;
+    }
     sq->batch_desc[i] = desc;
     if (i == 0) {
         ucs_list_add_tail(&async->batched, &sq->batch_link);

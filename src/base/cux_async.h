@@ -11,7 +11,10 @@
  * Copies may also be accepted into a queue's batch instead of being issued at once: the batch goes to the
  * driver as one call (cuMemcpyBatchAsync) with one event at the next progress, flush or arm, or when it is
  * full. A peer copy costs the CPU about 2 us to issue alone and 0.8 us in a batch of 16, and an event query
- * about 1.3 us (bench/cux_opcost on H200): batching pays where many copies are in flight.
+ * about 1.3 us (bench/cux_opcost on H200): batching pays where many copies are in flight. A copy that
+ * continues the batch's last one on both sides, within the same two allocations, extends it: a GPU spends
+ * about 5 us on every copy between two processes whatever its size (bench/cux_blocks on one H200), so the
+ * adjacent blocks of a KV-cache transfer go faster as one copy.
  */
 #ifndef CUX_ASYNC_H_
 #define CUX_ASYNC_H_
@@ -28,6 +31,12 @@ struct cux_desc;
 /* Most copies in one batch. */
 #define CUX_BATCH_MAX 32
 
+/* Where the two ends of a copy lie: the start of the allocation that holds each (0: not known). Copies
+ * within the same two allocations may be merged; one copy never spans two allocations. */
+typedef struct cux_copy_allocs {
+    uintptr_t dst, src;
+} cux_copy_allocs_t;
+
 typedef struct cux_stream_queue {
     cux_async_t      *async;
     CUcontext        ctx;
@@ -36,11 +45,13 @@ typedef struct cux_stream_queue {
     ucs_queue_head_t descs;      /* in stream order */
     ucs_list_link_t  active;     /* in async->active while descs is not empty */
     volatile int     armed;      /* a wake-up host function is queued on the stream */
-    unsigned         batch_count;               /* copies accepted, not yet issued */
+    unsigned         batch_count;               /* operations accepted, not yet issued */
+    unsigned         batch_copies;              /* the copies they make: adjacent ones are merged */
     ucs_list_link_t  batch_link;                /* in async->batched while batch_count > 0 */
     CUdeviceptr      batch_dst[CUX_BATCH_MAX];
     CUdeviceptr      batch_src[CUX_BATCH_MAX];
     size_t           batch_size[CUX_BATCH_MAX];
+    cux_copy_allocs_t batch_allocs[CUX_BATCH_MAX];
     struct cux_desc  *batch_desc[CUX_BATCH_MAX];
 } cux_stream_queue_t;
 
@@ -108,11 +119,13 @@ ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux
 
 /*
  * Accept a copy into sq's batch (issued by cux_async_submit, or at once when the batch is full); when it is
- * done, release(release_arg) and then comp are called, as for cux_async_track. Needs no current context.
+ * done, release(release_arg) and then comp are called, as for cux_async_track. allocs (may be NULL) lets a
+ * copy that continues the previous one in the same allocations join it. Needs no current context.
  * Returns UCS_INPROGRESS, or an error when nothing was accepted.
  */
 ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
-                                  uct_completion_t *comp, cux_async_release_func_t release, void *release_arg);
+                                  const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                  cux_async_release_func_t release, void *release_arg);
 
 /* Issue every accepted copy. Progress, flush and arm call it first. */
 void cux_async_submit(cux_async_t *async);

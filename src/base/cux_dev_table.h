@@ -68,11 +68,12 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_stream_spin(CUstream stream)
 /*
  * Issue one copy on a queue of a device, in that device's context: done on return (BLOCK, SPIN), or tracked
  * by the async engine with comp and release (ASYNC, BATCH; see cux_async_track for who releases when).
+ * allocs (may be NULL): the allocations of both ends, for a batched copy to join an adjacent one.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
                                                      const void *src, size_t length, cux_dev_copy_mode_t mode,
-                                                     uct_completion_t *comp, cux_async_release_func_t release,
-                                                     void *release_arg)
+                                                     const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                                     cux_async_release_func_t release, void *release_arg)
 {
     cux_stream_queue_t *sq = &res->queues[queue];
     cux_ctx_guard_t guard;
@@ -84,7 +85,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         return status;
     }
     if (mode == CUX_DEV_COPY_BATCH) {
-        return cux_async_batch_copy(sq, dst, src, length, comp, release, release_arg);
+        return cux_async_batch_copy(sq, dst, src, length, allocs, comp, release, release_arg);
     }
 
     status = cux_ctx_enter(res->ctx, &guard);

@@ -46,7 +46,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
         return status;
     }
     return cux_dev_copy(res, queue, dst, src, length,
-                        (queue == CUX_COPY_QUEUE_SHORT) ? iface->short_wait : CUX_DEV_COPY_ASYNC, comp, NULL, NULL);
+                        (queue == CUX_COPY_QUEUE_SHORT) ? iface->short_wait : CUX_DEV_COPY_ASYNC, NULL, comp, NULL,
+                        NULL);
 }
 
 /*

@@ -76,6 +76,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
     const cux_ipc_rkey_t *key            = &ukey->key;
     const cux_ipc_memh_t *memh;
+    uintptr_t local_alloc;
+    cux_copy_allocs_t allocs;
     cux_ipc_region_t *region;
     cux_ptr_info_t info;
     cux_dev_res_t *res;
@@ -109,11 +111,13 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     /* The local buffer's device maps the remote allocation and drives the copy. */
     memh = iov[0].memh;
     if (memh != UCT_MEM_HANDLE_NULL) {
-        device = memh->device;
+        device      = memh->device;
+        local_alloc = memh->key.base;
     } else if ((status = cux_ptr_query(iov[0].buffer, &info)) != UCS_OK) {
         return status;
     } else {
-        device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
+        device      = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
+        local_alloc = (uintptr_t)info.base; /* 0 for host memory: never merged */
     }
 
     status = cux_dev_table_get(&iface->super.devs, device, &res);
@@ -126,13 +130,16 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
     remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
+    /* adjacent blocks of one transfer become one copy (cux_async.h): both allocations must be known */
+    allocs.dst = put ? (uintptr_t)region->mapped : local_alloc;
+    allocs.src = put ? local_alloc : (uintptr_t)region->mapped;
 
     /* One queue per peer device keeps copies to different GPUs apart. */
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
                           put ? iov[0].buffer : remote, length,
-                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, comp,
-                          cux_ipc_region_release, region);
+                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, &allocs,
+                          comp, cux_ipc_region_release, region);
     if (status != UCS_INPROGRESS) {
         cux_ipc_import_put(region);
     }

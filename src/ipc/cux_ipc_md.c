@@ -23,9 +23,10 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "With 'n' a mapping is closed as soon as no operation uses it.",
      ucs_offsetof(cux_ipc_md_config_t, cache_enable), UCS_CONFIG_TYPE_BOOL},
 
-    {"CACHE_MAX_REGIONS", "4096",
+    {"CACHE_MAX_REGIONS", "16384",
      "Most mappings kept; the least recently used unused ones are closed beyond it. Mappings in use are\n"
-     "never closed, so the cache can exceed its bounds while they are.",
+     "never closed, so the cache can exceed its bounds while they are. The default keeps a KV cache of\n"
+     "10,000 block allocations mapped (a smaller bound maps them again on every transfer).",
      ucs_offsetof(cux_ipc_md_config_t, cache_max_regions), UCS_CONFIG_TYPE_ULUNITS},
 
     {"CACHE_MAX_SIZE", "inf",
