@@ -21,6 +21,9 @@
  * of those indices (0-based, in the order printed). --threads N: each process has one UCP worker in
  * UCS_THREAD_MODE_MULTI and N threads that use it at once, each with buffers and tags of its own.
  *
+ * The "across two allocations" cases map two cuMemCreate allocations one after another into one reserved range,
+ * as PyTorch's expandable segments do, and every message longer than 4 KB spans the boundary.
+ *
  * The VMM case (cuMemCreate with a POSIX descriptor handle type, as PyTorch's allocator makes memory) sends its
  * sizes twice and fails if either process holds more descriptors after the second pass than after the first.
  *
@@ -55,7 +58,7 @@
 #define CHECK_GUARD  64      /* bytes past the message that must stay untouched */
 #define CHECK_POISON 0xa5
 
-typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM } check_kind_t;
+typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT } check_kind_t;
 
 #ifdef CUX_CHECK_STATIC_CUDART
 #define CHECK_RUNTIME_NAME "cudaMalloc (static runtime)"
@@ -64,7 +67,8 @@ typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND
 #endif
 
 static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
-                                   CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)"};
+                                   CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)",
+                                   "two cuMemCreate in one range"};
 
 typedef struct {
     check_kind_t kind;
@@ -88,6 +92,8 @@ static const check_case_t check_cases[] = {
     {"runtime GPU0 -> runtime GPU1",      {KIND_RUNTIME, 0}, {KIND_RUNTIME, 1}},
     {"VMM GPU0 -> VMM GPU1",              {KIND_VMM, 0},     {KIND_VMM, 1}},
     {"VMM GPU0 -> VMM GPU0, two processes", {KIND_VMM, 0},   {KIND_VMM, 0}},
+    {"VMM across two allocations GPU0 -> GPU1", {KIND_VMM_SPLIT, 0}, {KIND_VMM_SPLIT, 1}},
+    {"VMM across two allocations GPU0 -> GPU0, two processes", {KIND_VMM_SPLIT, 0}, {KIND_VMM_SPLIT, 0}},
 };
 
 #define CHECK_MAX_SIZES 128
@@ -248,6 +254,73 @@ static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
     return 0;
 }
 
+/* PyTorch's expandable segments: one reserved range, several cuMemCreate allocations mapped one after another,
+ * a tensor across the boundary. Here two allocations; the buffer starts CHECK_LEAD + CHECK_SPLIT_AT bytes before
+ * the boundary, so that every message longer than CHECK_SPLIT_AT bytes spans both. */
+#define CHECK_SPLIT_AT 4096
+
+static int vmm_split_layout(int device, size_t size, size_t *first_p, size_t *second_p, size_t *offset_p)
+{
+    CUmemAllocationProp prop = {0};
+
+    prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id   = device;
+    *first_p           = check_vmm_size(CHECK_LEAD + CHECK_SPLIT_AT, &prop);
+    *offset_p          = *first_p - CHECK_LEAD - CHECK_SPLIT_AT;
+    *second_p          = check_vmm_size(*offset_p + size - *first_p + 1, &prop);
+    return (*first_p != 0) && (*second_p != 0);
+}
+
+static int vmm_split_alloc(int device, size_t size, CUdeviceptr *dptr)
+{
+    CUmemAllocationProp prop = {0};
+    CUmemAccessDesc access   = {0};
+    CUmemGenericAllocationHandle handle[2];
+    size_t len[2], offset;
+    CUdeviceptr base;
+    int i;
+
+    if (!cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
+        !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free) {
+        return CHECK_SKIP;
+    }
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    access.location           = prop.location;
+    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (!vmm_split_layout(device, size, &len[0], &len[1], &offset) ||
+        cu.vmm_reserve(&base, len[0] + len[1], 0, 0, 0)) {
+        return -1;
+    }
+    for (i = 0; i < 2; ++i) {
+        CUdeviceptr at = base + (i ? len[0] : 0);
+        if (cu.vmm_create(&handle[i], len[i], &prop, 0)) {
+            return -1;
+        }
+        if (cu.vmm_map(at, len[i], 0, handle[i], 0) || cu.vmm_set_access(at, len[i], &access, 1)) {
+            cu.vmm_release(handle[i]);
+            return -1;
+        }
+        cu.vmm_release(handle[i]); /* the mapping holds the allocation */
+    }
+    *dptr = base + offset;
+    return 0;
+}
+
+static void vmm_split_free(int device, CUdeviceptr dptr, size_t size)
+{
+    size_t first, second, offset;
+
+    if (vmm_split_layout(device, size, &first, &second, &offset)) {
+        cu.vmm_unmap(dptr - offset, first);
+        cu.vmm_unmap(dptr - offset + first, second);
+        cu.vmm_address_free(dptr - offset, first + second);
+    }
+}
+
 static void vmm_free(int device, CUdeviceptr dptr, size_t size)
 {
     CUmemAllocationProp prop = {0};
@@ -291,8 +364,10 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
             return -1;
         }
         break;
-    case KIND_VMM: {
-        int rc = vmm_alloc(mem->device, size, &dptr);
+    case KIND_VMM:
+    case KIND_VMM_SPLIT: {
+        int rc = (mem->kind == KIND_VMM) ? vmm_alloc(mem->device, size, &dptr) :
+                                           vmm_split_alloc(mem->device, size, &dptr);
         if (rc != 0) {
             return rc;
         }
@@ -316,6 +391,9 @@ static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
     switch (mem->kind) {
     case KIND_VMM:
         vmm_free(mem->device, (uintptr_t)ptr, size);
+        break;
+    case KIND_VMM_SPLIT:
+        vmm_split_free(mem->device, (uintptr_t)ptr, size);
         break;
     case KIND_HOST:
         free(ptr);

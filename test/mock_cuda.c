@@ -76,6 +76,15 @@ typedef struct {
 #define MOCK_MAX_VMM 1024
 static mock_vmm_t mock_vmm[MOCK_MAX_VMM];
 
+/* cuMemAddressReserve ranges: the driver's range of the memory mapped into one. */
+typedef struct {
+    uintptr_t start;
+    size_t    size;
+} mock_range_t;
+
+#define MOCK_MAX_RESERVED 1024
+static mock_range_t mock_reserved[MOCK_MAX_RESERVED];
+
 /* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads). */
 typedef struct {
     uint32_t magic;
@@ -860,6 +869,21 @@ static CUresult m_cuCtxDisablePeerAccess(CUcontext peer)
 
 static mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h);
 
+/* The driver's range of a cuMemMap mapping is its whole reservation, which may hold several mappings; the
+ * mapping attributes give the one mapping. Caller holds mock_lock. */
+static mock_range_t mock_range_of(const mock_alloc_t *a)
+{
+    int i;
+
+    for (i = 0; a->vmm && (i < MOCK_MAX_RESERVED); ++i) {
+        if ((mock_reserved[i].size != 0) && (a->start >= mock_reserved[i].start) &&
+            (a->start < mock_reserved[i].start + mock_reserved[i].size)) {
+            return mock_reserved[i];
+        }
+    }
+    return (mock_range_t){a->start, a->size};
+}
+
 static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     mock_alloc_t *a;
@@ -879,9 +903,15 @@ static CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs,
             *(int*)data[i] = a ? a->device : -2;
             break;
         case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-            *(CUdeviceptr*)data[i] = a ? a->start : 0;
+            *(CUdeviceptr*)data[i] = a ? mock_range_of(a).start : 0;
             break;
         case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            *(size_t*)data[i] = a ? mock_range_of(a).size : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+            *(CUdeviceptr*)data[i] = a ? a->start : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
             *(size_t*)data[i] = a ? a->size : 0;
             break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
@@ -1091,15 +1121,33 @@ static CUresult m_cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align,
                                       unsigned long long flags)
 {
     void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int i;
+
     if (m == MAP_FAILED) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *p = (CUdeviceptr)m;
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; (i < MOCK_MAX_RESERVED) && (mock_reserved[i].size != 0); ++i) {
+    }
+    if (i < MOCK_MAX_RESERVED) {
+        mock_reserved[i] = (mock_range_t){(uintptr_t)m, size};
+    }
+    pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
 }
 
 static CUresult m_cuMemAddressFree(CUdeviceptr p, size_t size)
 {
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_RESERVED; ++i) {
+        if (mock_reserved[i].start == p) {
+            mock_reserved[i].size = 0;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
     return munmap((void*)p, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 

@@ -7,12 +7,16 @@
 
 #include <string.h>
 
+/* Whether the driver answers the mapping attributes; cleared at the first refusal. */
+static int cux_ptr_asks_mapping = 1;
+
 ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
 {
     CUpointer_attribute attrs[] = {
         CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_IS_MANAGED,
         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_BUFFER_ID,
+        CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, CU_POINTER_ATTRIBUTE_MAPPING_SIZE
     };
     unsigned int cu_type   = 0;
     unsigned int managed   = 0;
@@ -20,15 +24,30 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     CUdeviceptr base       = 0;
     size_t size            = 0;
     unsigned long long bid = 0;
-    void *data[]           = {&cu_type, &managed, &ordinal, &base, &size, &bid};
+    CUdeviceptr map_base   = 0;
+    size_t map_size        = 0;
+    void *data[]           = {&cu_type, &managed, &ordinal, &base, &size, &bid, &map_base, &map_size};
+    unsigned num_attrs     = sizeof(attrs) / sizeof(attrs[0]);
     cux_device_t *dev;
     ucs_status_t status;
 
     /* Unlike cuPointerGetAttribute(), this returns success with zeroed values for unknown host memory. */
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, sizeof(attrs) / sizeof(attrs[0]),
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, cux_ptr_asks_mapping ? num_attrs : num_attrs - 2,
                           attrs, data, (CUdeviceptr)(uintptr_t)address);
+    if ((status != UCS_OK) && cux_ptr_asks_mapping) {
+        status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, num_attrs - 2, attrs, data,
+                              (CUdeviceptr)(uintptr_t)address);
+        cux_ptr_asks_mapping = (status != UCS_OK); /* answered without them: a driver that lacks them */
+    }
     if (status != UCS_OK) {
         return status;
+    }
+    /* A range that holds several cuMemCreate allocations (PyTorch's expandable segments) is the allocation
+     * range the driver gives for each; the allocation is the one mapping at address, which a handle holds.
+     * For other memory the mapping is the range, or more (the driver's own chunk): the range stays. */
+    if ((map_size != 0) && (map_base >= base) && (map_base + map_size <= base + size) && (map_size < size)) {
+        base = map_base;
+        size = map_size;
     }
 
     memset(info, 0, sizeof(*info));
@@ -52,3 +71,4 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     info->buffer_id = bid;
     return UCS_OK;
 }
+

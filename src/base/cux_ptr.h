@@ -17,7 +17,8 @@ typedef struct cux_ptr_info {
     int                device;     /* ordinal, -1 for host memory */
     ucs_sys_device_t   sys_dev;    /* the device's place in UCX's topology, or unknown */
     int                pinned;     /* host memory known to the driver */
-    void               *base;      /* allocation start, NULL for host memory */
+    void               *base;      /* allocation start, NULL for host memory; of cuMemCreate memory, the one
+                                    * allocation mapped there (its reserved range may hold several) */
     size_t             length;     /* allocation length, 0 for host memory */
     unsigned long long buffer_id;  /* unique per allocation, 0 for host memory */
 } cux_ptr_info_t;

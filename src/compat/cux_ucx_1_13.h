@@ -80,7 +80,7 @@
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, const uct_md_mkey_pack_params_t *params, \
                               void *rkey_buffer) \
     { \
-        return _impl(md, memh, NULL, rkey_buffer); \
+        return _impl(md, memh, NULL, 0, rkey_buffer); \
     }
 
 #define CUX_RKEY_UNPACK_FUNC(_name, _impl) \

@@ -18,7 +18,7 @@
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
                               const uct_md_mkey_pack_params_t *params, void *rkey_buffer) \
     { \
-        return _impl(md, memh, address, rkey_buffer); \
+        return _impl(md, memh, address, length, rkey_buffer); \
     }
 
 /* is_sockaddr_accessible is gone */

@@ -28,8 +28,8 @@
  *   CUX_MEM_ALLOC_FUNC(name, impl)              mem_alloc op from impl(md, length_p, address_p, mem_type, sys_dev,
  *                                               flags, alloc_name, memh_p); sys_dev is the device asked for,
  *                                               UCS_SYS_DEVICE_ID_UNKNOWN where the release does not say
- *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, address, rkey_buffer); address
- *                                               is the buffer being sent, NULL where the release does not say
+ *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, address, length, rkey_buffer);
+ *                                               the buffer being sent, NULL and 0 where the release does not say
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases

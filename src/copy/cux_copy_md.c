@@ -294,11 +294,15 @@ static uint8_t cux_copy_mem_flags(const cux_copy_md_t *md, const cux_ptr_info_t 
            0 : CUX_MEM_FLAG_REGISTRABLE;
 }
 
-/* Managed memory is described by the range asked about, as UCX's module does (its gtest checks it): the driver
- * does not give a managed allocation's range, and parts of one may live on different devices. */
-static void cux_copy_managed_range(cux_ptr_info_t *info, const void *address, size_t length)
+/* The range to describe. Managed memory: the range asked about, as UCX's module does (its gtest checks it): the
+ * driver does not give a managed allocation's range, and parts of one may live on different devices. A range
+ * that runs past its allocation (PyTorch's expandable segments map several allocations one after another): the
+ * range asked about too, or UCP would extend a registration to an allocation that does not hold the buffer
+ * (UCP 1.13 asserts that it does). */
+static void cux_copy_described_range(cux_ptr_info_t *info, const void *address, size_t length)
 {
-    if (info->mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED) {
+    if ((info->mem_type == UCS_MEMORY_TYPE_CUDA_MANAGED) ||
+        ((info->base != NULL) && ((uintptr_t)address + length > (uintptr_t)info->base + info->length))) {
         info->base   = (void*)address;
         info->length = length;
     }
@@ -317,7 +321,7 @@ static ucs_status_t cux_copy_detect_memory_type(uct_md_h md, const void *address
 
     status = cux_copy_ptr_query_cuda(address, &info);
     if (status == UCS_OK) {
-        cux_copy_managed_range(&info, address, length);
+        cux_copy_described_range(&info, address, length);
         *mem_type_p = info.mem_type;
         cux_copy_cache_learns(&info, cux_copy_mem_flags(ucs_derived_of(md, cux_copy_md_t), &info, 0));
     }
@@ -334,7 +338,7 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
     if (status != UCS_OK) {
         return status;
     }
-    cux_copy_managed_range(&info, address, length);
+    cux_copy_described_range(&info, address, length);
     mem->mem_type     = info.mem_type;
     mem->sys_dev      = info.sys_dev;
     mem->base_address = info.base;
@@ -349,7 +353,8 @@ static ucs_status_t cux_copy_mem_query_impl(uct_md_h md, const void *address, si
 
 CUX_MEM_QUERY_FUNC(cux_copy_mem_query, cux_copy_mem_query_impl)
 
-static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, const void *address, void *rkey_buffer)
+static ucs_status_t cux_copy_mkey_pack_impl(uct_md_h md, uct_mem_h memh, const void *address, size_t length,
+                                            void *rkey_buffer)
 {
     return UCS_OK; /* rkey_packed_size is 0: copies stay inside one process */
 }

@@ -348,6 +348,7 @@ static ucs_status_t cux_ipc_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
         return status;
     }
     memh->address = address;
+    memh->length  = length;
     *memh_p = memh;
     return UCS_OK;
 }
@@ -387,6 +388,30 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
  * cached registration can so outlive its allocation while a new one takes the address: before a key goes to
  * a peer, it is checked against the allocation at the buffer now, and made again if that is another one.
  */
+/*
+ * Packs key for the buffer [start, start + length). A buffer that runs past the key's allocation (PyTorch's
+ * expandable segments map several allocations one after another into one range) gets a key of kind NONE: the
+ * peer takes another path for it instead of reaching past the one allocation it could map.
+ */
+static void cux_ipc_key_pack(const cux_ipc_rkey_t *key, const void *start, size_t length, void *rkey_buffer)
+{
+    cux_ipc_rkey_t none;
+
+    if ((length == 0) || cux_ipc_rkey_covers(key, (uintptr_t)start, length)) {
+        memcpy(rkey_buffer, key, sizeof(*key));
+        return;
+    }
+    ucs_debug("cuda_ipc: %p+%zu runs past its allocation 0x%" PRIx64 "+%" PRIu64 ": another path carries it",
+              start, length, key->base, key->length);
+    none           = *key;
+    none.kind      = CUX_IPC_KIND_NONE;
+    none.export_fd = -1;
+    none.secret    = 0;
+    memset(&none.handle, 0, sizeof(none.handle));
+    cux_ipc_rkey_seal(&none);
+    memcpy(rkey_buffer, &none, sizeof(none));
+}
+
 /* Whether the key describes the allocation info describes. */
 static int cux_ipc_key_is_of(const cux_ipc_rkey_t *key, const cux_ptr_info_t *info)
 {
@@ -394,7 +419,7 @@ static int cux_ipc_key_is_of(const cux_ipc_rkey_t *key, const cux_ptr_info_t *in
            (key->buffer_id == info->buffer_id);
 }
 
-static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, const void *address,
+static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, const void *address, size_t length,
                                            void *rkey_buffer)
 {
     cux_ipc_md_t *md       = ucs_derived_of(tl_md, cux_ipc_md_t);
@@ -409,10 +434,11 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     }
     if (address == NULL) {
         if (!CUX_UCX_CACHES_IPC_REGISTRATIONS) { /* UCP 1.13 packs a registration it has just made */
-            memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+            cux_ipc_key_pack(&memh->key, memh->address, memh->length, rkey_buffer);
             return UCS_OK;
         }
         address = memh->address; /* UCP 1.14 and 1.15 keep registrations but do not say which buffer is sent */
+        length  = memh->length;
     }
     status = cux_ptr_query(address, &info);
     if (status != UCS_OK) {
@@ -427,7 +453,7 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     /* memh may be UCP's cached registration, packed by several workers at once: read and swap it locked */
     ucs_spin_lock(&md->memo_lock);
     if (cux_ipc_key_is_of(&memh->key, &info)) {
-        memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+        cux_ipc_key_pack(&memh->key, address, length, rkey_buffer);
         ucs_spin_unlock(&md->memo_lock);
         return UCS_OK;
     }
@@ -447,7 +473,7 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
         cux_ipc_memh_seal(memh); /* the key lives in memh now, not in renewed */
         renewed            = old; /* forgotten below: its key wiped, its descriptor reference given back */
     }
-    memcpy(rkey_buffer, &memh->key, sizeof(cux_ipc_rkey_t));
+    cux_ipc_key_pack(&memh->key, address, length, rkey_buffer);
     ucs_spin_unlock(&md->memo_lock);
     cux_ipc_memh_forget(md, &renewed);
     return UCS_OK;

@@ -45,6 +45,7 @@ typedef struct cux_ipc_memh {
     int                 device;
     cux_ipc_fd_export_t *fdx;
     void                *address;  /* the registered buffer */
+    size_t              length;
 } cux_ipc_memh_t;
 
 /* Keys of recently registered allocations, by allocation base: UCP registers the buffer of every rendezvous
