@@ -9,9 +9,29 @@
 #include "cux_test.h"
 #include "ipc_peer.h"
 
+#include <cstring>
 #include <memory>
 
+extern "C" {
+#include "ipc/cux_ipc_rkey.h"
+}
+
 namespace cux_test {
+
+/* A sealed key of a made-up allocation of another process, for the CPU-only suites. */
+inline cux_ipc_rkey_t sample_key(uint64_t system_id)
+{
+    cux_ipc_rkey_t key;
+    memset(&key, 0, sizeof(key));
+    key.system_id = system_id;
+    key.pid       = 1234;
+    key.base      = 0x7f0000000000ull;
+    key.length    = 1 << 20;
+    key.buffer_id = 42;
+    memset(&key.handle, 0x5a, sizeof(key.handle));
+    cux_ipc_rkey_seal(&key);
+    return key;
+}
 
 class ipc_transport : public transport_test {
 protected:

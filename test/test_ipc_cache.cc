@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc's mapping cache: its logic against a fake driver, without a GPU.
+ */
+#include "ipc_transport.h"
+
+#include <vector>
+
+extern "C" {
+#include "ipc/cux_ipc_rkey.h"
+#include "ipc/cux_ipc_cache.h"
+}
+
+using namespace cux_test;
+
+struct fake_driver {
+    int      mapped = 0, opens = 0, fail = 0;
+    int      capacity = 0; /* most mappings open at once, 0 for no limit */
+    uint64_t next   = 0x100000;
+
+    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p)
+    {
+        fake_driver *d = (fake_driver*)arg;
+        if (d->fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        d->mapped++;
+        d->opens++;
+        *mapped_p = (void*)(d->next += 0x100000);
+        return UCS_OK;
+    }
+    static void unmap(void *arg, const cux_ipc_region_t *region)
+    {
+        ((fake_driver*)arg)->mapped--;
+    }
+};
+
+class ipc_cache : public ::testing::Test {
+protected:
+    void SetUp() override { cux_ipc_cache_init(&m_cache, &m_ops, &m_drv); }
+    void TearDown() override
+    {
+        cux_ipc_cache_purge(&m_cache);
+        EXPECT_EQ(0, m_drv.mapped) << "mappings leaked";
+    }
+
+    cux_ipc_rkey_t key(int pid, uint64_t base, uint64_t id, uint64_t len = 4096)
+    {
+        cux_ipc_rkey_t k = sample_key(7);
+        k.pid = pid; k.base = base; k.buffer_id = id; k.length = len;
+        return k;
+    }
+
+    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0, uint64_t owner = 1)
+    {
+        cux_ipc_region_t *r = nullptr;
+        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, device, nullptr, owner, &r));
+        return r;
+    }
+
+    fake_driver         m_drv;
+    cux_ipc_cache_ops_t m_ops = {fake_driver::map, fake_driver::unmap};
+    cux_ipc_cache_t     m_cache;
+};
+
+TEST_F(ipc_cache, hit_makes_no_driver_call)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_region_t *r1 = get(k);
+    cux_ipc_cache_put(&m_cache, r1);
+    cux_ipc_region_t *r2 = get(k);
+    EXPECT_EQ(r1, r2);
+    EXPECT_EQ(1, m_drv.opens);
+    EXPECT_EQ(1ul, m_cache.stats.hits);
+    cux_ipc_cache_put(&m_cache, r2);
+}
+
+TEST_F(ipc_cache, key_parts_are_all_distinct)
+{
+    cux_ipc_region_t *a = get(key(1, 0x1000, 1)), *b = get(key(2, 0x1000, 1)), *c = get(key(1, 0x1000, 1), 1);
+    EXPECT_NE(a, b);
+    EXPECT_NE(a, c);
+    EXPECT_EQ(3, m_drv.opens);
+    for (auto r : {a, b, c}) {
+        cux_ipc_cache_put(&m_cache, r);
+    }
+}
+
+TEST_F(ipc_cache, new_buffer_at_the_same_address_is_remapped)
+{
+    cux_ipc_region_t *old = get(key(1, 0x1000, 1));
+    void *old_mapping     = old->mapped;
+    cux_ipc_cache_put(&m_cache, old);
+    cux_ipc_region_t *r = get(key(1, 0x1000, 2));
+    EXPECT_NE(old_mapping, r->mapped);
+    EXPECT_EQ(1ul, m_cache.stats.stale);
+    EXPECT_EQ(1, m_drv.mapped) << "the stale mapping was not closed";
+    cux_ipc_cache_put(&m_cache, r);
+}
+
+TEST_F(ipc_cache, stale_mapping_in_use_is_closed_when_released)
+{
+    cux_ipc_region_t *old = get(key(1, 0x1000, 1));
+    cux_ipc_region_t *r   = get(key(1, 0x1000, 2));
+    EXPECT_EQ(2, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, old);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, r);
+}
+
+TEST_F(ipc_cache, purging_one_process_keeps_the_others_and_waits_for_mappings_in_use)
+{
+    cux_ipc_region_t *in_use = get(key(1, 0x1000, 1));
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x2000, 2)));
+    cux_ipc_cache_put(&m_cache, get(key(2, 0x1000, 1)));
+    EXPECT_EQ(3, m_drv.mapped);
+    cux_ipc_cache_purge_pid(&m_cache, 1);
+    EXPECT_EQ(2, m_drv.mapped) << "process 1's unused mapping was kept, or one in use was unmapped";
+    EXPECT_EQ(1ul, m_cache.num_regions);
+    cux_ipc_cache_put(&m_cache, in_use);
+    EXPECT_EQ(1, m_drv.mapped) << "process 1's mapping in use was not unmapped at its release";
+    cux_ipc_region_t *other = get(key(2, 0x1000, 1));
+    EXPECT_EQ(3, m_drv.opens) << "process 2's mapping was not kept";
+    cux_ipc_cache_put(&m_cache, other);
+}
+
+TEST_F(ipc_cache, lru_bound_on_regions)
+{
+    cux_ipc_cache_configure(&m_cache, 1, 8, SIZE_MAX);
+    for (uint64_t i = 0; i < 100; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+        EXPECT_LE(m_cache.num_regions, 8ul);
+    }
+    EXPECT_EQ(8, m_drv.mapped);
+    /* the most recently used survive */
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * 100, 99)));
+    EXPECT_EQ(100, m_drv.opens);
+}
+
+TEST_F(ipc_cache, lru_bound_on_bytes)
+{
+    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, 10 * 4096);
+    for (uint64_t i = 0; i < 50; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+        EXPECT_LE(m_cache.total_size, 10u * 4096);
+    }
+}
+
+TEST_F(ipc_cache, regions_in_use_are_never_evicted)
+{
+    cux_ipc_cache_configure(&m_cache, 1, 2, SIZE_MAX);
+    std::vector<cux_ipc_region_t*> held;
+    for (uint64_t i = 0; i < 5; ++i) {
+        held.push_back(get(key(1, 0x1000 * (i + 1), i)));
+    }
+    EXPECT_EQ(5, m_drv.mapped) << "a mapping in use was closed";
+    for (auto r : held) {
+        cux_ipc_cache_put(&m_cache, r);
+    }
+    EXPECT_EQ(2, m_drv.mapped);
+}
+
+/* Finding: one failed mapping evicted every unused mapping of every peer and device before retrying. */
+TEST_F(ipc_cache, a_failed_mapping_releases_only_what_it_needs_on_its_device)
+{
+    for (uint64_t i = 0; i < 3; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 0));
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 1));
+    }
+    m_drv.capacity = 6;
+    cux_ipc_region_t *r = get(key(2, 0x9000, 9), 0);
+    ASSERT_NE(nullptr, r);
+    EXPECT_EQ(6, m_drv.mapped) << "more was released than the new mapping needed";
+    EXPECT_EQ(1ul, m_cache.stats.evictions);
+    cux_ipc_cache_put(&m_cache, r);
+    /* the other device's mappings are all still cached */
+    for (uint64_t i = 0; i < 3; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i), 1));
+    }
+    EXPECT_EQ(7, m_drv.opens);
+}
+
+/* Finding: a cache hit compared pid, device, base, buffer id and length, not the handle, so a reused pid (or a
+ * forged key) could be served another allocation's mapping. */
+TEST_F(ipc_cache, a_key_with_another_handle_is_not_served_the_cached_mapping)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_cache_put(&m_cache, get(k));
+    auto other = k;
+    other.handle.reserved[3] ^= 1;
+    cux_ipc_region_t *r = get(other);
+    EXPECT_EQ(2, m_drv.opens);
+    EXPECT_EQ(1ul, m_cache.stats.stale);
+    cux_ipc_cache_put(&m_cache, r);
+}
+
+TEST_F(ipc_cache, disabled_cache_unmaps_after_use)
+{
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    cux_ipc_region_t *a = get(key(1, 0x1000, 1));
+    cux_ipc_region_t *b = get(key(1, 0x1000, 1));
+    EXPECT_EQ(a, b) << "concurrent users must share the one mapping";
+    cux_ipc_cache_put(&m_cache, a);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, b);
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, turning_caching_off_releases_unused_mappings)
+{
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
+    cux_ipc_region_t *held = get(key(1, 0x2000, 2));
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_put(&m_cache, held);
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, map_failure_is_reported_and_retried_after_freeing_unused)
+{
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
+    m_drv.fail = 1;
+    cux_ipc_region_t *r;
+    auto k = key(1, 0x2000, 2);
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, nullptr, 1, &r));
+    EXPECT_EQ(0, m_drv.mapped) << "unused mappings were not released before the retry";
+}
+
+/* Review 2: the retry after a failed mapping released unused mappings "as much as the new one needs", by the
+ * key's claimed length: one key claiming more than every unused mapping holds emptied the device's cache for a
+ * mapping that could never succeed. Now nothing is released when it cannot help. */
+TEST_F(ipc_cache, a_mapping_that_releasing_cannot_help_releases_nothing)
+{
+    for (uint64_t i = 0; i < 8; ++i) {
+        cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
+    }
+    m_drv.fail = 1;
+    cux_ipc_region_t *r;
+    auto huge = key(2, 0x100000, 9, 1ull << 50);
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &huge, 0, nullptr, 1, &r));
+    EXPECT_EQ(8, m_drv.mapped) << "another peer's mappings were released for a mapping they could not make room for";
+    EXPECT_EQ(0ul, m_cache.stats.evictions);
+}
+
+/* A pid reused by a new process that presents a key of the same allocation is another owner: not served the
+ * mapping of the process that held that pid before. */
+TEST_F(ipc_cache, a_new_process_with_a_reused_pid_is_not_served_the_old_mapping)
+{
+    auto k = key(1, 0x1000, 1);
+    cux_ipc_cache_put(&m_cache, get(k, 0, 100));
+    cux_ipc_region_t *r = get(k, 0, 200);
+    EXPECT_EQ(2, m_drv.opens);
+    cux_ipc_cache_put(&m_cache, r);
+}

@@ -1,0 +1,526 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc against peers that lie: keys and addresses must prove in the peer's own memory where they came from
+ * (the security issues' probes), forks, rkey_ptr and endpoints to this very process.
+ */
+#include "ipc_transport.h"
+
+#include <cstring>
+#include <memory>
+#include <dirent.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern "C" {
+#include "ipc/cux_ipc_rkey.h"
+#include "ipc/cux_ipc_cache.h"
+#include "ipc/cux_ipc_md.h"
+#include "ipc/cux_ipc_import.h"
+#include "ipc/cux_ipc_proof.h"
+#include <ucs/sys/sys.h>
+}
+
+using namespace cux_test;
+
+namespace {
+/* An endpoint of m_iface to the device and interface address in a peer's greeting; nullptr if refused. */
+uct_ep_h ep_to(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
+{
+    uct_ep_params_t params = {};
+    uct_ep_h ep            = nullptr;
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface;
+    params.dev_addr   = (const uct_device_addr_t*)dev_addr;
+    params.iface_addr = (const uct_iface_addr_t*)iface_addr;
+    return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
+}
+
+/* A legacy buffer of the third process (seed), and its key re-sealed with pid: what a peer could forge. */
+cux_ipc_rkey_t third_process_key(ipc_peer &third, uint64_t seed, int32_t pid, uint64_t *addr_p)
+{
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 4096; req.b = 0; req.c = seed; req.d = alloc_legacy;
+    peer_msg reply = third.call(req);
+    cux_ipc_rkey_t forged;
+    EXPECT_EQ(UCS_OK, reply.status);
+    memcpy(&forged, reply.blob, sizeof(forged));
+    EXPECT_EQ(third.pid(), forged.pid);
+    forged.pid = pid;
+    cux_ipc_rkey_seal(&forged);
+    *addr_p = reply.a;
+    return forged;
+}
+
+template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t iface_offset, size_t field, T value)
+{
+    memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
+}
+} // namespace
+
+/* Probe 2 of the review: a key re-sealed with the endpoint peer's pid but carrying a third process's legacy
+ * handle read and wrote the third process's buffer (only the key's pid field was compared). The peer holds no
+ * such key, and the handle names another exporter: refused. */
+TEST_F(ipc_transport, a_third_processs_handle_in_a_key_with_the_peers_pid_is_refused)
+{
+    ipc_peer third;
+    ASSERT_TRUE(third.alive());
+    ASSERT_EQ(0, third.greeting().status);
+    peer_msg reply = {}, req = {};
+    cux_ipc_rkey_t forged = third_process_key(third, 501, m_peer->pid(), &reply.a);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+
+    buffer local(buf_kind::cuda0, 4096);
+    local.write(std::vector<uint8_t>(4096, 0xa5));
+    ucs_status_t get  = zcopy(false, local.ptr(), 4096, reply.a, bundle.rkey);
+    bool read_third   = (local.read() == pattern(501, 4096));
+    local.write(pattern(502, 4096));
+    ucs_status_t put  = zcopy(true, local.ptr(), 4096, reply.a, bundle.rkey);
+    peer_msg check    = {};
+    check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 502;
+    bool wrote_third  = (third.call(check).status == 0);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, get);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, put);
+    EXPECT_FALSE(read_third) << "a key naming the endpoint's peer read another process's memory";
+    EXPECT_FALSE(wrote_third) << "a key naming the endpoint's peer wrote another process's memory";
+    uct_rkey_release(m_component, &bundle);
+    req = {};
+    req.op = peer_op::free; req.a = reply.a;
+    third.call(req);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+}
+
+/* Probe 1 of the review: the pid in an interface address is the sender's claim; an address naming another
+ * local process (the victim) was reachable, and the endpoint took VMM descriptors from the victim. An address
+ * is now proven by the process it names: neither the victim's pid alone nor the victim's pid and start time
+ * (which /proc shows anyone) with the sender's identity record make a reachable address or an endpoint. */
+TEST_F(ipc_transport, an_address_naming_another_process_is_not_reachable)
+{
+    ipc_peer victim;
+    ASSERT_TRUE(victim.alive());
+    peer_msg victim_hello = victim.greeting();
+    ASSERT_EQ(0, victim_hello.status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 2 << 20; req.b = 0; req.c = 601; req.d = alloc_vmm_fd;
+    peer_msg reply = victim.call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    cux_ipc_rkey_t key;
+    memcpy(&key, reply.blob, sizeof(key));
+    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &key, &bundle));
+    buffer local(buf_kind::cuda0, 4096);
+    local.write(pattern(602, 4096));
+
+    const size_t iface_at = m_hello.a; /* the greeting holds the device address, then the interface address */
+    std::vector<uint8_t> pid_only(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
+    set_addr_field(pid_only, iface_at, offsetof(cux_ipc_iface_addr_t, pid), (int32_t)victim.pid());
+    std::vector<uint8_t> with_start = pid_only;
+    set_addr_field(with_start, iface_at, offsetof(cux_ipc_iface_addr_t, start_time),
+                   (uint64_t)ucs_sys_get_proc_create_time(victim.pid()));
+
+    for (auto *addr : {&pid_only, &with_start}) {
+        SCOPED_TRACE((addr == &pid_only) ? "victim's pid" : "victim's pid and start time");
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)addr->data(),
+                                            (const uct_iface_addr_t*)(addr->data() + iface_at)));
+        uct_ep_h ep = ep_to(m_iface, addr->data(), addr->data() + iface_at);
+        EXPECT_EQ(nullptr, ep) << "an endpoint to an address its sender could not prove";
+        if (ep != nullptr) {
+            uct_iov_t iov = {local.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+            counting_completion comp;
+            ucs_status_t put = uct_ep_put_zcopy(ep, &iov, 1, reply.a, bundle.rkey, &comp.comp);
+            (void)((put == UCS_INPROGRESS) ? wait(&comp.comp) : put);
+            uct_ep_destroy(ep);
+        }
+        peer_msg check = {};
+        check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 602;
+        EXPECT_NE(0, victim.call(check).status) << "the victim's buffer was overwritten";
+    }
+    /* the victim's own, true address is reachable */
+    EXPECT_TRUE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)victim_hello.blob,
+                                       (const uct_iface_addr_t*)(victim_hello.blob + victim_hello.a)));
+    uct_rkey_release(m_component, &bundle);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, victim.pid());
+    req = {};
+    req.op = peer_op::free; req.a = reply.a;
+    victim.call(req);
+}
+
+/* Probe 4 of the review: the retry after an out-of-memory mapping released "as much as the new mapping needs",
+ * by the key's claimed length: one VMM key claiming 1 PB unmapped every unused mapping of the device, here those
+ * of another peer. The forged length is refused by the proof now, before any mapping or eviction. */
+TEST_F(ipc_transport, a_forged_vmm_length_evicts_no_other_peers_mappings)
+{
+    ipc_peer other;
+    ASSERT_TRUE(other.alive());
+    peer_msg hello = other.greeting();
+    ASSERT_EQ(0, hello.status);
+    uct_ep_h ep2 = ep_to(m_iface, hello.blob, hello.blob + hello.a);
+    ASSERT_NE(nullptr, ep2);
+    buffer local(buf_kind::cuda0, 65536);
+    std::vector<std::pair<uint64_t, uct_rkey_bundle_t>> bufs;
+    for (int i = 0; i < 8; ++i) {
+        peer_msg req = {};
+        req.op = peer_op::alloc; req.a = 65536; req.b = 0; req.c = 700 + i; req.d = alloc_legacy;
+        peer_msg reply = other.call(req);
+        ASSERT_EQ(UCS_OK, reply.status);
+        uct_rkey_bundle_t b;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &b));
+        bufs.push_back({reply.a, b});
+        uct_iov_t iov = {local.ptr(), 65536, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t st = uct_ep_get_zcopy(ep2, &iov, 1, reply.a, b.rkey, &comp.comp);
+        ASSERT_EQ(UCS_OK, (st == UCS_INPROGRESS) ? wait(&comp.comp) : st);
+    }
+    counters before = cache();
+
+    remote_buf vmm = remote_alloc(2 << 20, 0, 7, alloc_vmm_fd);
+    ASSERT_NE(0u, vmm.addr);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)vmm.rkey.rkey;
+    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, forged.kind);
+    forged.length = 1ull << 50;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, vmm.addr, bundle.rkey));
+    counters after = cache();
+    EXPECT_EQ(before.regions, after.regions) << "one forged key unmapped other peers' mappings";
+    EXPECT_EQ(before.evictions, after.evictions);
+    uct_rkey_release(m_component, &bundle);
+    for (auto &b : bufs) {
+        uct_rkey_release(m_component, &b.second);
+    }
+    uct_ep_destroy(ep2);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, other.pid());
+    remote_free(vmm);
+}
+
+/* Probe 3 of the review: when cuMemGetAddressRange failed on a mapping, the key's length was trusted, and a put
+ * 8 KB past a 4 KB mapping overwrote the importer's own memory. Now a mapping the driver cannot measure is
+ * refused even for a true key (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange), and a forged length never maps. */
+TEST_F(ipc_transport, a_mapping_the_driver_cannot_measure_is_refused)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "needs the mock driver's error injection";
+    }
+    const size_t page = 4096;
+    uint8_t *victim   = (uint8_t*)mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, (void*)victim);
+    memset(victim, 0x11, page);
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    buffer local(buf_kind::cuda0, 4096);
+
+    setenv("MOCK_CUDA_FAIL", "cuMemGetAddressRange", 1);
+    ucs_status_t unmeasured = zcopy(false, local.ptr(), 64, rb.addr, rb.rkey.rkey);
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, unmeasured) << "a mapping of unknown size was used";
+    EXPECT_EQ(0u, cache().regions);
+
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+    forged.length = 1ull << 40;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    setenv("MOCK_CUDA_FAIL", "cuMemGetAddressRange", 1);
+    EXPECT_NE(UCS_OK, zcopy(false, local.ptr(), 64, rb.addr, bundle.rkey)) << "a key claiming 1 TB was mapped";
+    EXPECT_NE(UCS_OK, zcopy(true, local.ptr(), 64, rb.addr + ((uintptr_t)victim & 0xfffff), bundle.rkey));
+    unsetenv("MOCK_CUDA_FAIL");
+    EXPECT_EQ(0x11, victim[0]) << "the importer's own memory was written through a forged length";
+    uct_rkey_release(m_component, &bundle);
+
+    round_trip(local, rb, 4096, 31); /* the true key, with a driver that measures */
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+    remote_free(rb);
+    munmap(victim, page);
+}
+
+
+/* Review 2: each VMM registration kept an exported descriptor of its own. UCP 1.16+ caches one registration
+ * per registered range, so many buffers of one allocation held as many descriptors. Now the registrations of an
+ * allocation share one descriptor, closed with the last of them; repeated registration leaves none. */
+TEST_F(ipc_transport, registrations_of_one_vmm_allocation_share_one_descriptor)
+{
+    size_t size = 4 << 20;
+    CUdeviceptr dptr;
+    ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size, &dptr));
+    const long before = open_descriptors();
+    std::vector<uct_mem_h> memhs;
+    for (size_t off = 0; off + 65536 <= size; off += 65536) { /* 64 ranges, as UCP's registration cache keeps */
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)(dptr + off), 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &key));
+        ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+        memhs.push_back(memh);
+    }
+    EXPECT_EQ(1u, cux_ipc_md_num_fd_exports(m_md));
+    EXPECT_EQ(before + 1, open_descriptors()) << memhs.size() << " registrations of one allocation";
+    for (uct_mem_h memh : memhs) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+    EXPECT_EQ(0u, cux_ipc_md_num_fd_exports(m_md));
+    for (int i = 0; i < 100; ++i) { /* UCP 1.13: one registration per rendezvous message */
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
+        ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+    EXPECT_EQ(before, open_descriptors());
+    EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_vmm_fd, dptr, size));
+}
+
+namespace {
+/* CAP_SYS_PTRACE out of this process's effective set while it lives (root may read any process otherwise). */
+class without_ptrace_capability {
+public:
+    without_ptrace_capability() { m_changed = set(false); }
+    ~without_ptrace_capability()
+    {
+        if (m_changed) {
+            set(true);
+        }
+    }
+
+private:
+    static bool set(bool on)
+    {
+        __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[2];
+        if (syscall(SYS_capget, &hdr, data) != 0) {
+            return false;
+        }
+        bool had = data[0].effective & (1u << CAP_SYS_PTRACE);
+        if (on) {
+            data[0].effective |= (1u << CAP_SYS_PTRACE);
+        } else {
+            data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        }
+        return (syscall(SYS_capset, &hdr, data) == 0) && (on || had);
+    }
+    bool m_changed;
+};
+} // namespace
+
+/* Where the OS does not let this process read the peer (the peer non-dumpable, CAP_SYS_PTRACE dropped: what
+ * Yama's ptrace_scope=1 does to sibling MPI ranks of a non-root user), PEER_PROOF=auto still imports legacy
+ * handles, bound to the peer by the pid the driver writes in them; VMM memory (whose descriptor cannot be
+ * taken either) and another process's handle are refused; PEER_PROOF=memory refuses the peer. */
+TEST_F(ipc_transport, a_peer_whose_memory_cannot_be_read_gets_only_driver_bound_legacy_imports)
+{
+    remote_buf legacy = remote_alloc(4096, 0, 1), vmm = remote_alloc(2 << 20, 0, 2, alloc_vmm_fd);
+    ipc_peer third;
+    ASSERT_TRUE(third.alive());
+    ASSERT_EQ(0, third.greeting().status);
+    peer_msg reply = {}, req = {};
+    cux_ipc_rkey_t forged = third_process_key(third, 3, m_peer->pid(), &reply.a);
+    forged.record = ((const cux_ipc_rkey_t*)legacy.rkey.rkey)->record; /* even a record that exists */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t forged_bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &forged_bundle));
+
+    req = {};
+    req.op = peer_op::nodump;
+    ASSERT_EQ(0, m_peer->call(req).status);
+    {
+        without_ptrace_capability scope;
+        cux_ipc_iface_addr_t addr;
+        memcpy(&addr, m_hello.blob + m_hello.a, sizeof(addr));
+        cux_ipc_peer_t peer;
+        ASSERT_EQ(UCS_OK, cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO));
+        if (peer.readable) {
+            cux_ipc_peer_close(&peer);
+            GTEST_SKIP() << "this process still reads the peer (no way to take CAP_SYS_PTRACE away here)";
+        }
+        cux_ipc_peer_close(&peer);
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_MEMORY));
+
+        destroy_ep(); /* an endpoint made now, to the peer as it is now */
+        m_ep = ep_to(m_iface, m_hello.blob, m_hello.blob + m_hello.a);
+        ASSERT_NE(nullptr, m_ep);
+        buffer local(buf_kind::cuda0, 4096);
+        cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+        round_trip(local, legacy, 4096, 11);
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(false, local.ptr(), 4096, vmm.addr, vmm.rkey.rkey));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), 4096, reply.a, forged_bundle.rkey));
+        peer_msg check = {};
+        check.op = peer_op::check; check.a = reply.a; check.b = 4096; check.c = 3;
+        EXPECT_EQ(0, third.call(check).status) << "the third process's buffer was written";
+    }
+    uct_rkey_release(m_component, &forged_bundle);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+    remote_free(vmm);
+    remote_free(legacy);
+}
+
+/* The mock exports VMM memory as the driver does: every export is a descriptor of one control file (the driver's
+ * /dev/nvidiactl), so no check may tell exports apart by device and inode; the proof of a key does not. */
+TEST_F(ipc_transport, vmm_exports_share_one_inode_as_the_drivers_do)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "a fact of the mock; the driver's is in shared/NOTES.md (dev 6, ino 142)";
+    }
+    size_t size[2] = {2 << 20, 4 << 20};
+    CUdeviceptr dptr[2];
+    uct_mem_h memh[2];
+    struct stat st[2];
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size[i], &dptr[i]));
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr[i], size[i], UCT_MD_MEM_ACCESS_ALL, &memh[i]));
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh[i], &key));
+        ASSERT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+        ASSERT_EQ(0, fstat(key.export_fd, &st[i]));
+    }
+    EXPECT_EQ(st[0].st_dev, st[1].st_dev);
+    EXPECT_EQ(st[0].st_ino, st[1].st_ino);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh[i]));
+        EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_vmm_fd, dptr[i], size[i]));
+    }
+}
+
+/* Probe 5 of the review: after fork(), the child's uct_iface_get_address returned the parent's pid. It now
+ * advertises an identity of its own (pid, start time, secret), and closing its memory domain unmaps nothing of
+ * the parent's driver state (the mock counts mappings). */
+TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_without_driver_calls)
+{
+    remote_buf rb = remote_alloc(4096, 0, 1);
+    buffer local(buf_kind::cuda0, 4096);
+    round_trip(local, rb, 4096, 41); /* one mapping in the cache */
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    ASSERT_EQ(sizeof(cux_ipc_iface_addr_t), attr.iface_addr_len);
+    std::vector<uint8_t> parent_addr(attr.iface_addr_len);
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)parent_addr.data()));
+    const long mappings = mock_live("mappings");
+
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        alarm(30);
+        std::vector<uint8_t> addr(attr.iface_addr_len);
+        int bad = 0;
+        cux_ipc_iface_addr_t a, p;
+        bad |= (uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data()) != UCS_OK) << 0;
+        memcpy(&a, addr.data(), sizeof(a));
+        memcpy(&p, parent_addr.data(), sizeof(p));
+        bad |= (a.pid != getpid()) << 1;
+        bad |= ((a.secret == p.secret) || (a.identity == 0)) << 2;
+        uct_iface_close(m_iface);
+        uct_md_close(m_md);
+        bad |= ((mappings >= 0) && (mock_live("mappings") != mappings)) << 3;
+        _exit(bad);
+    }
+    int wst = 0;
+    ASSERT_EQ(child, waitpid(child, &wst, 0));
+    ASSERT_TRUE(WIFEXITED(wst)) << "the child was killed by signal " << WTERMSIG(wst);
+    EXPECT_EQ(0, WEXITSTATUS(wst)) << "bits: address failed, parent's pid, parent's secret, driver unmapped";
+    round_trip(local, rb, 4096, 43); /* the parent's mapping is intact */
+    remote_free(rb);
+}
+
+/* rkey_ptr (ucp_rkey_ptr), as UCX's module offers it since 1.21: the peer's memory mapped on this device, at the
+ * remote address's offset, held until the key is released; one mapping per key and device; an address outside
+ * the allocation is INVALID_ADDR (ucp_rkey_ptr stops there), a key the peer does not hold is UNREACHABLE. */
+TEST_F(ipc_transport, rkey_ptr_maps_the_peers_memory_until_the_key_is_released)
+{
+    open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
+    start_peer();
+    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd}) {
+        SCOPED_TRACE(kind == alloc_legacy ? "legacy" : "vmm");
+        const size_t size = 1 << 20;
+        remote_buf rb     = remote_alloc(size, 0, 5, kind);
+        ASSERT_NE(0u, rb.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 77));
+        /* the mock counts legacy imports as mappings, VMM maps as allocations; the driver counts nothing */
+        auto live           = [] { return (mock_live("mappings") < 0) ? 0 :
+                                          mock_live("mappings") + mock_live("allocations"); };
+        const long mappings = live();
+
+        void *ptr = nullptr, *again = nullptr;
+        ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr + 4099, &ptr));
+        ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr + 4099, &again));
+        EXPECT_EQ(ptr, again);
+        EXPECT_EQ(mappings + (mock_live("mappings") >= 0), live()) << "one mapping per key and device";
+        std::vector<uint8_t> got(1000);
+        raw_copy(got.data(), ptr, got.size());
+        auto expect = pattern(77, size);
+        EXPECT_EQ(0, memcmp(got.data(), expect.data() + 4099, got.size())) << "data through the pointer";
+
+        /* the key covers the whole allocation (the driver rounds VMM allocations up to its granularity) */
+        const cux_ipc_rkey_t &key = ((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_rkey_ptr(m_component, &rb.rkey, key.base + key.length, &again));
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_rkey_ptr(m_component, &rb.rkey, key.base - 1, &again));
+
+        cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+        forged.buffer_id ^= 1; /* not a key the peer holds */
+        cux_ipc_rkey_seal(&forged);
+        uct_rkey_bundle_t bundle;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &bundle, rb.addr, &again));
+        uct_rkey_release(m_component, &bundle);
+
+        remote_free(rb); /* releases the key */
+        EXPECT_EQ(mappings, live()) << "the key's release gives the mapping back";
+    }
+}
+
+/* An endpoint of a process to itself (UCX's gtest copies within one process so, as UCX's module allows): this
+ * process's own address is not reachable (UCP copies within a process with cuda_copy) but an endpoint to it can
+ * be made, and copies through it reach memory this process registered, in place. Finding (earlier): a key
+ * carrying the importer's own pid made remote_addr a raw pointer into the importer's memory; a made-up key of
+ * this process must still fail its proof, without touching memory. */
+TEST_F(ipc_transport, an_endpoint_to_this_process_copies_only_memory_it_registered)
+{
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    std::vector<uint8_t> dev(attr.device_addr_len), addr(attr.iface_addr_len);
+    ASSERT_EQ(UCS_OK, uct_iface_get_device_address(m_iface, (uct_device_addr_t*)dev.data()));
+    ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data()));
+    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)dev.data(),
+                                        (const uct_iface_addr_t*)addr.data()));
+    uct_ep_h self_ep = ep_to(m_iface, dev.data(), addr.data());
+    ASSERT_NE(nullptr, self_ep);
+
+    const size_t size = 1 << 16;
+    buffer target(buf_kind::cuda0, size), local(buf_kind::cuda0, 1000);
+    target.write(std::vector<uint8_t>(size, 0));
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, target.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<uint8_t> packed(sizeof(cux_ipc_rkey_t));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &bundle));
+
+    std::swap(m_ep, self_ep);
+    const uint64_t raddr = (uintptr_t)target.ptr() + 100;
+    local.write(pattern(91, 1000));
+    EXPECT_EQ(UCS_OK, zcopy(true, local.ptr(), 1000, raddr, bundle.rkey));
+    auto got = target.read();
+    EXPECT_EQ(0, memcmp(got.data() + 100, pattern(91, 1000).data(), 1000)) << "put through the endpoint to self";
+    local.write(std::vector<uint8_t>(1000, 0));
+    EXPECT_EQ(UCS_OK, zcopy(false, local.ptr(), 1000, raddr, bundle.rkey));
+    EXPECT_TRUE(local.read() == pattern(91, 1000)) << "get through the endpoint to self";
+    void *ptr = nullptr;
+    EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &bundle, raddr, &ptr));
+    EXPECT_EQ((void*)(uintptr_t)raddr, ptr) << "this process's memory is used where it is";
+
+    cux_ipc_rkey_t forged;
+    memcpy(&forged, packed.data(), sizeof(forged));
+    forged.secret ^= 1;   /* not a key this process made (the same secret would be the real key, moved) */
+    forged.record = 4096; /* and this process holds no key there: reading it must fail, not fault */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t forged_bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &forged_bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), 1000, raddr, forged_bundle.rkey));
+    uct_rkey_release(m_component, &forged_bundle);
+    std::swap(m_ep, self_ep);
+
+    uct_rkey_release(m_component, &bundle);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    uct_ep_destroy(self_ep);
+}
