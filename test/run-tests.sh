@@ -4,7 +4,7 @@
 #
 #   1. against the system's libcuda.so.1: loader, registration and configure tests always run; the copy
 #      suite runs on a GPU host and is reported skipped elsewhere;
-#   2. against the mock driver (test/mock_cuda.c): the copy suite on two emulated devices, then on one, so
+#   2. against the mock driver (test/mock/): the copy suite on two emulated devices, then on one, so
 #      CI exercises the data path through the real libuct, then with PCI addresses, then the fuzzer on what a
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed (a finding, or fewer than
 #      CUX_FUZZ_MIN_RUNS executions, default 10 million), or skipped without clang), then the

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mock driver (test/mock/mock.h): The driver's entry points: cuGetProcAddress's table and the exported names.
+ */
+#include "mock.h"
+
+#define MOCK_SYM(_name) {#_name, (void*)m_##_name}
+
+static const struct {
+    const char *name;
+    void       *fn;
+} mock_syms[] __attribute__((used)) = {
+    MOCK_SYM(cuDriverGetVersion), MOCK_SYM(cuGetErrorName), MOCK_SYM(cuGetErrorString),
+    MOCK_SYM(cuDeviceGetCount), MOCK_SYM(cuDeviceGet), MOCK_SYM(cuDeviceGetName),
+    MOCK_SYM(cuDeviceGetAttribute), MOCK_SYM(cuDeviceGetPCIBusId), MOCK_SYM(cuDeviceGetUuid),
+    MOCK_SYM(cuDeviceCanAccessPeer), MOCK_SYM(cuDevicePrimaryCtxRetain), MOCK_SYM(cuDevicePrimaryCtxGetState),
+    MOCK_SYM(cuDevicePrimaryCtxRelease), MOCK_SYM(cuCtxGetCurrent),
+    MOCK_SYM(cuCtxSetCurrent), MOCK_SYM(cuCtxPushCurrent), MOCK_SYM(cuCtxPopCurrent),
+    MOCK_SYM(cuCtxGetDevice), MOCK_SYM(cuCtxGetFlags), MOCK_SYM(cuCtxSetFlags), MOCK_SYM(cuCtxSynchronize),
+    MOCK_SYM(cuPointerSetAttribute), MOCK_SYM(cuStreamCreate), MOCK_SYM(cuStreamDestroy),
+    MOCK_SYM(cuStreamSynchronize), MOCK_SYM(cuStreamQuery), MOCK_SYM(cuEventCreate), MOCK_SYM(cuEventDestroy),
+    MOCK_SYM(cuEventRecord), MOCK_SYM(cuEventQuery), MOCK_SYM(cuLaunchHostFunc), MOCK_SYM(cuMemcpyAsync), MOCK_SYM(cuMemcpyBatchAsync),
+    MOCK_SYM(cuMemAlloc), MOCK_SYM(cuMemAllocManaged), MOCK_SYM(cuMemFree), MOCK_SYM(cuMemHostRegister),
+    MOCK_SYM(cuMemHostUnregister), MOCK_SYM(cuMemHostAlloc), MOCK_SYM(cuMemFreeHost),
+    MOCK_SYM(cuCtxEnablePeerAccess), MOCK_SYM(cuCtxDisablePeerAccess), MOCK_SYM(cuPointerGetAttributes), MOCK_SYM(cuIpcGetMemHandle),
+    MOCK_SYM(cuIpcOpenMemHandle), MOCK_SYM(cuIpcCloseMemHandle), MOCK_SYM(cuMemCreate), MOCK_SYM(cuMemRelease),
+    MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
+    MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),
+    MOCK_SYM(cuMemMap), MOCK_SYM(cuMemUnmap), MOCK_SYM(cuMemSetAccess), MOCK_SYM(cuMemGetAllocationGranularity),
+    MOCK_SYM(cuMemGetHandleForAddressRange), MOCK_SYM(cuMemGetAddressRange),
+};
+
+/* A pre-12 driver has no cuGetProcAddress_v2. */
+#ifndef MOCK_PRE12
+MOCK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    unsigned i;
+
+    *pfn    = NULL;
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (!mock_initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!strcmp(mock_mode(), "nosym") && !strcmp(symbol, "cuPointerGetAttributes")) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (!strcmp(mock_mode(), "nosetflags") && !strcmp(symbol, "cuCtxSetFlags")) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    for (i = 0; i < sizeof(mock_syms) / sizeof(mock_syms[0]); ++i) {
+        if (!strcmp(mock_syms[i].name, symbol)) {
+            *pfn    = mock_syms[i].fn;
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+#endif
+
+/* The driver's exported names, for programs that call the driver directly (test/cux_ucp_check.c): through
+ * them, interposers such as libcux_memtype.so see the calls as they would with the real libcuda. */
+MOCK_EXPORT CUresult cuDeviceGetCount(int *n) { return m_cuDeviceGetCount(n); }
+MOCK_EXPORT CUresult cuDriverGetVersion(int *v) { return m_cuDriverGetVersion(v); }
+MOCK_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) { return m_cuDeviceGet(d, ordinal); }
+MOCK_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) { return m_cuDeviceGetName(name, len, d); }
+MOCK_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { return m_cuDeviceCanAccessPeer(can, a, b); }
+MOCK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return m_cuDevicePrimaryCtxRetain(c, d); }
+MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext c) { return m_cuCtxSetCurrent(c); }
+MOCK_EXPORT CUresult cuMemAlloc(CUdeviceptr *p, size_t n) { return m_cuMemAlloc(p, n); }
+MOCK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return m_cuMemAllocManaged(p, n, f); }
+MOCK_EXPORT CUresult cuMemFree(CUdeviceptr p) { return m_cuMemFree(p); }
+MOCK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    return m_cuMemCreate(h, size, prop, flags);
+}
+MOCK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return m_cuMemRelease(h); }
+MOCK_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long f)
+{
+    return m_cuMemAddressReserve(p, size, align, addr, f);
+}
+MOCK_EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t size) { return m_cuMemAddressFree(p, size); }
+MOCK_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f)
+{
+    return m_cuMemMap(p, size, offset, h, f);
+}
+MOCK_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size) { return m_cuMemUnmap(p, size); }
+MOCK_EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    return m_cuMemSetAccess(p, size, desc, count);
+}
+MOCK_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    return m_cuMemGetAllocationGranularity(g, prop, option);
+}
+
+MOCK_EXPORT CUresult cuCtxSynchronize(void) { return m_cuCtxSynchronize(); }
+MOCK_EXPORT CUresult cuCtxGetFlags(unsigned *flags) { return m_cuCtxGetFlags(flags); }
+MOCK_EXPORT CUresult cuCtxSetFlags(unsigned flags)
+{
+    return !strcmp(mock_mode(), "nosetflags") ? CUDA_ERROR_NOT_SUPPORTED : m_cuCtxSetFlags(flags);
+}
+MOCK_EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attr, CUdeviceptr p)
+{
+    return m_cuPointerSetAttribute(value, attr, p);
+}
+
+/* Stream-ordered memory from a device's default pool, which has no shareable handle type: like the driver,
+ * cuIpcGetMemHandle refuses it. Allocated and freed at once (the mock's streams are synchronous). */
+MOCK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    *pool = (CUmemoryPool)(uintptr_t)(d + 1);
+    return CUDA_SUCCESS;
+}
+MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    CUresult res = mock_alloc(p, n, 0);
+
+    if (res == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        mock_find(*p)->pool = 1;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return res;
+}
+MOCK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+MOCK_EXPORT CUresult cuStreamSynchronize(CUstream s) { return m_cuStreamSynchronize(s); }
+
+/* Synchronous copies, as applications fill and read their buffers. */
+MOCK_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return mock_sync_copy(dst, src, n); }
+MOCK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return mock_sync_copy(dst, (CUdeviceptr)src, n);
+}
+MOCK_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return mock_sync_copy((CUdeviceptr)dst, src, n);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mock driver (test/mock/mock.h): Legacy IPC handles between processes.
+ */
+#include "mock.h"
+
+CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
+{
+    mock_ipc_handle_t *h = (mock_ipc_handle_t*)handle;
+    mock_alloc_t *a;
+    struct stat st;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || (a->start != p) || (a->fd < 0) || a->imported || a->pool || fstat(a->fd, &st)) {
+        pthread_mutex_unlock(&mock_lock);
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    memset(handle, 0, sizeof(*handle));
+    *h = (mock_ipc_handle_t){.magic = MOCK_IPC_MAGIC, .fd = a->fd, .pid = getpid(), .size = a->size,
+                             .ino = st.st_ino};
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+/*
+ * The driver opens a legacy handle through its kernel module, with no ptrace check; the mock opens the
+ * exporter's memfd through /proc/PID/fd, which needs one. Where CAP_SYS_PTRACE is permitted but not effective
+ * (a test that took it away to make the exporter unreadable, as Yama does to siblings), it is raised for that
+ * open only, so that the mock refuses no more than the driver would.
+ */
+int mock_open_as_driver(const char *path)
+{
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    int fd, raised = 0;
+
+    if ((syscall(SYS_capget, &hdr, data) == 0) && (data[0].permitted & (1u << CAP_SYS_PTRACE)) &&
+        !(data[0].effective & (1u << CAP_SYS_PTRACE))) {
+        data[0].effective |= 1u << CAP_SYS_PTRACE;
+        raised = (syscall(SYS_capset, &hdr, data) == 0);
+    }
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (raised) {
+        data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        syscall(SYS_capset, &hdr, data);
+    }
+    return fd;
+}
+
+CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
+{
+    mock_ipc_handle_t h;
+    char path[64];
+    struct stat st;
+    void *m;
+    int fd;
+    CUresult res = mock_injected("cuIpcOpenMemHandle", CUDA_ERROR_MAP_FAILED);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    memcpy(&h, &handle, sizeof(h));
+    if (mock_current == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (h.magic != MOCK_IPC_MAGIC) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (h.pid == getpid()) {
+        return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", h.pid, h.fd);
+    fd = mock_open_as_driver(path);
+    if (fd < 0) {
+        return CUDA_ERROR_INVALID_HANDLE; /* exporter exited */
+    }
+    if (fstat(fd, &st) || (st.st_ino != h.ino) || ((uint64_t)st.st_size != h.size)) {
+        close(fd);
+        return CUDA_ERROR_INVALID_HANDLE; /* the allocation was freed: the fd now names something else */
+    }
+    m = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    return mock_track((uintptr_t)m, h.size, mock_current_device(), 0, 0, -1, 1);
+}
+
+CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }

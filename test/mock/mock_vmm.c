@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mock driver (test/mock/mock.h): cuMemCreate memory: handles, reservations, mappings, shareable descriptors, dma-buf.
+ */
+#include "mock.h"
+
+static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h);
+static void mock_vmm_put(CUmemGenericAllocationHandle h);
+
+static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h)
+{
+    unsigned i;
+    pthread_mutex_lock(&mock_lock);
+    for (i = 1; i < MOCK_MAX_VMM; ++i) {
+        if (mock_vmm[i].refs == 0) {
+            mock_vmm[i] = (mock_vmm_t){fd, size, 1, exportable};
+            *h = i;
+            pthread_mutex_unlock(&mock_lock);
+            return CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h)
+{
+    return ((h > 0) && (h < MOCK_MAX_VMM) && mock_vmm[h].refs) ? &mock_vmm[h] : NULL;
+}
+
+static void mock_vmm_put(CUmemGenericAllocationHandle h)
+{
+    pthread_mutex_lock(&mock_lock);
+    if (--mock_vmm[h].refs == 0) {
+        close(mock_vmm[h].fd);
+    }
+    pthread_mutex_unlock(&mock_lock);
+}
+
+CUresult m_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                              unsigned long long flags)
+{
+    int fd = memfd_create("mockcuda-vmm", MFD_CLOEXEC);
+    if ((fd < 0) || ftruncate(fd, size)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return mock_vmm_new(fd, size, !!(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), h);
+}
+
+CUresult m_cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    if (mock_vmm_get(h) == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    mock_vmm_put(h);
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                                      unsigned long long flags)
+{
+    void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int i;
+
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; (i < MOCK_MAX_RESERVED) && (mock_reserved[i].size != 0); ++i) {
+    }
+    if (i < MOCK_MAX_RESERVED) {
+        mock_reserved[i] = (mock_range_t){(uintptr_t)m, size};
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemAddressFree(CUdeviceptr p, size_t size)
+{
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_RESERVED; ++i) {
+        if (mock_reserved[i].start == p) {
+            mock_reserved[i].size = 0;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return munmap((void*)p, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult m_cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                           unsigned long long flags)
+{
+    mock_vmm_t *v = mock_vmm_get(h);
+    mock_alloc_t *a;
+    CUresult r;
+
+    if ((v == NULL) || (mock_current == NULL) || (offset + size > v->size)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (mmap((void*)p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, v->fd, offset) == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r = mock_track(p, size, mock_current_device(), 0, 0, -1, 0);
+    if (r == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        a = mock_find(p);
+        a->vmm    = 1;
+        a->handle = h;
+        v->refs++;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return r;
+}
+
+CUresult m_cuMemUnmap(CUdeviceptr p, size_t size)
+{
+    unsigned long long h;
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a == NULL) || !a->vmm || (a->start != p)) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    h       = a->handle;
+    a->size = 0;
+    pthread_mutex_unlock(&mock_lock);
+    /* back to a reserved, inaccessible range */
+    mmap((void*)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    mock_vmm_put(h);
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
+{
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find((uintptr_t)p);
+    if ((a == NULL) || !a->vmm) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *h = a->handle;
+    mock_vmm[a->handle].refs++;
+    pthread_mutex_unlock(&mock_lock);
+    return CUDA_SUCCESS;
+}
+
+/*
+ * VMM exports as the driver makes them: every exported descriptor is a descriptor of one control file (the
+ * driver's is /dev/nvidiactl: one device and inode for every export), so a descriptor's inode tells nothing
+ * about the allocation. Each export is a new open of this process's control file whose file offset names the
+ * exporting pid and the allocation's memfd; a duplicate taken with pidfd_getfd shares the offset, and the import
+ * opens that memfd through /proc as cuIpcOpenMemHandle does. (The allocation must still be alive at the import:
+ * the driver's export would keep it alive.)
+ */
+#define MOCK_EXPORT_FD_BITS 24
+
+static int   mock_ctl_fd = -1;
+static pid_t mock_ctl_pid;
+
+CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                               CUmemAllocationHandleType type, unsigned long long flags)
+{
+    mock_vmm_t *v = mock_vmm_get(h);
+    char path[64];
+    int fd;
+
+    if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    pthread_mutex_lock(&mock_lock);
+    if ((mock_ctl_fd < 0) || (mock_ctl_pid != getpid())) { /* one per process, a forked child's its own */
+        mock_ctl_fd  = memfd_create("mock-nvidiactl", MFD_CLOEXEC);
+        mock_ctl_pid = getpid();
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", mock_ctl_fd);
+    pthread_mutex_unlock(&mock_lock);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if ((fd < 0) || (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | v->fd, SEEK_SET) < 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int*)out = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                                 CUmemAllocationHandleType type)
+{
+    off_t tag = lseek((int)(uintptr_t)os_handle, 0, SEEK_CUR);
+    struct stat st;
+    char path[64];
+    int fd;
+
+    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (tag <= 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)(tag >> MOCK_EXPORT_FD_BITS),
+             (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
+    fd = mock_open_as_driver(path);
+    if ((fd < 0) || fstat(fd, &st) || (st.st_size == 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_INVALID_VALUE; /* the allocation is gone */
+    }
+    return mock_vmm_new(fd, st.st_size, 1, h);
+}
+
+CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+                                                CUmemAllocationGranularity_flags option)
+{
+    *g = 4096;
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size,
+                                                CUmemRangeHandleType type, unsigned long long flags)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    mock_alloc_t *a = mock_find(dptr);
+    int fd;
+
+    if ((type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) || (flags != 0) || (dptr % page) || (size % page) ||
+        (size == 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((a == NULL) || a->managed || a->host_pinned ||
+        (dptr + size > ((a->start + a->size + page - 1) / page) * page)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (getenv("MOCK_CUDA_NO_DMABUF")) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    fd = memfd_create("mock-dmabuf", MFD_CLOEXEC);
+    if ((fd < 0) || (ftruncate(fd, (off_t)size) != 0)) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)handle = fd;
+    return CUDA_SUCCESS;
+}
