@@ -13,7 +13,7 @@
  * list (src/libuct_cuda.map).
  */
 #include "base/cux_device.h"
-#include "base/cux_iface.h"
+#include "base/cux_md.h"
 #include "compat/cux_ucx_compat.h"
 
 #include <ucs/debug/log.h>

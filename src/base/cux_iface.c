@@ -32,16 +32,16 @@ UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t 
     self->perf.overhead  = config->overhead;
     self->perf.bandwidth_measured = 0;
     self->measure        = NULL;
-    cux_async_init(&self->async, config->max_inflight, config->max_poll, 1); /* a transport may batch */
-    cux_dev_table_init(&self->devs, &self->async, num_queues);
+    cux_completion_init(&self->completion, config->max_inflight, config->max_poll, 1); /* a transport may batch */
+    cux_dev_resources_init(&self->devs, &self->completion, num_queues);
     return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(cux_iface_t)
 {
     uct_base_iface_progress_disable(&self->super.super, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    cux_dev_table_cleanup(&self->devs);
-    cux_async_cleanup(&self->async);
+    cux_dev_resources_cleanup(&self->devs);
+    cux_completion_cleanup(&self->completion);
 }
 
 UCS_CLASS_DEFINE(cux_iface_t, uct_base_iface_t);
@@ -112,7 +112,7 @@ UCS_CLASS_DEFINE_DELETE_FUNC(cux_ep_t, uct_ep_t);
 ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
 {
     cux_iface_t *iface  = cux_iface(tl_iface);
-    ucs_status_t status = cux_async_flush(&iface->async, comp);
+    ucs_status_t status = cux_completion_flush(&iface->completion, comp);
 
     if (status == UCS_OK) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super);
@@ -129,61 +129,35 @@ ucs_status_t cux_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp
 
 unsigned cux_iface_progress(uct_iface_h tl_iface)
 {
-    return cux_async_progress(&cux_iface(tl_iface)->async);
+    return cux_completion_progress(&cux_iface(tl_iface)->completion);
 }
 
 ucs_status_t cux_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
-    return cux_async_event_fd(&cux_iface(tl_iface)->async, fd_p);
+    return cux_completion_event_fd(&cux_iface(tl_iface)->completion, fd_p);
 }
 
 ucs_status_t cux_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 {
-    return cux_async_event_arm(&cux_iface(tl_iface)->async, events);
+    return cux_completion_event_arm(&cux_iface(tl_iface)->completion, events);
 }
 
 ucs_status_t cux_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
 {
-    return cux_async_pending_add(&cux_iface(tl_ep->iface)->async, tl_ep, req);
+    return cux_completion_pending_add(&cux_iface(tl_ep->iface)->completion, tl_ep, req);
 }
 
 void cux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
 {
-    cux_async_pending_purge(&cux_iface(tl_ep->iface)->async, tl_ep, cb, arg);
+    cux_completion_pending_purge(&cux_iface(tl_ep->iface)->completion, tl_ep, cb, arg);
 }
 
 unsigned cux_iface_num_events(uct_iface_h tl_iface)
 {
-    return cux_dev_table_num_events(&cux_iface(tl_iface)->devs);
+    return cux_dev_resources_num_events(&cux_iface(tl_iface)->devs);
 }
 
 unsigned cux_iface_num_streams(uct_iface_h tl_iface)
 {
-    return cux_dev_table_num_streams(&cux_iface(tl_iface)->devs);
-}
-
-ucs_status_t cux_query_md_resources(uct_component_t *component, uct_md_resource_desc_t **resources_p,
-                                    unsigned *num_resources_p)
-{
-    if (cux_devices_init() != UCS_OK) {
-        ucs_debug("%s: no resources: %s", component->name,
-                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
-        return uct_md_query_empty_md_resource(resources_p, num_resources_p);
-    }
-    return uct_md_query_single_md_resource(component, resources_p, num_resources_p);
-}
-
-ucs_status_t cux_md_open_check(const char *md_name)
-{
-    ucs_status_t status = cux_driver_check_fork("opening a memory domain");
-
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = cux_devices_init();
-    if (status != UCS_OK) {
-        ucs_error("cannot open memory domain %s: %s", md_name,
-                  *cux_driver_error() ? cux_driver_error() : "no cuda devices");
-    }
-    return status;
+    return cux_dev_resources_num_streams(&cux_iface(tl_iface)->devs);
 }

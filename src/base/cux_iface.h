@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Base class of the CUDA interfaces: the async engine, per-device resources, the performance figures
+ * Base class of the CUDA interfaces: the completion engine, per-device resources, the performance figures
  * reported to UCP, and the operations that are the same for every transport (flush, progress, event
  * arming, pending queue).
  */
 #ifndef CUX_IFACE_H_
 #define CUX_IFACE_H_
 
-#include "cux_dev_table.h"
+#include "cux_dev_resources.h"
 #include "compat/cux_ucx_compat.h"
 
 typedef struct cux_iface_config {
@@ -48,8 +48,8 @@ typedef void (*cux_iface_measure_func_t)(cux_iface_t *iface, double *bandwidth_p
 
 struct cux_iface {
     uct_base_iface_t super;
-    cux_async_t      async;
-    cux_dev_table_t  devs;
+    cux_completion_t    completion;
+    cux_dev_resources_t devs;
     int              num_devices;
     struct {
         double       bandwidth;      /* "auto" until measured */
@@ -97,12 +97,5 @@ void cux_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void 
     .iface_progress         = cux_iface_progress, \
     .iface_event_fd_get     = cux_iface_event_fd_get, \
     .iface_event_arm        = cux_iface_event_arm
-
-/* Memory-domain resources of a component: one when the driver and a GPU are there, none otherwise. */
-ucs_status_t cux_query_md_resources(uct_component_t *component, uct_md_resource_desc_t **resources_p,
-                                    unsigned *num_resources_p);
-
-/* For md_open: UCS_OK when devices are there, else logs why the MD cannot open. */
-ucs_status_t cux_md_open_check(const char *md_name);
 
 #endif

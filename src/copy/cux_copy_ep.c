@@ -41,7 +41,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_issue(cux_copy_iface_t *iface, 
     cux_dev_res_t *res;
     ucs_status_t status;
 
-    status = cux_dev_table_get(&iface->super.devs, device, &res);
+    status = cux_dev_resources_get(&iface->super.devs, device, &res);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -135,7 +135,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_ep_zcopy(uct_ep_h tl_ep, const 
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
     }
-    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
+    if (ucs_unlikely(!cux_completion_has_resources(&iface->super.completion))) {
         return UCS_ERR_NO_RESOURCE;
     }
 

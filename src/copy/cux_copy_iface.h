@@ -2,7 +2,7 @@
 /*
  * cuda_copy interface: copies between host and GPU memory, or between GPUs, inside one process.
  *
- * Per device (cux_dev_table, created on first use) there is one stream queue per copy direction, so
+ * Per device (cux_dev_resources, created on first use) there is one stream queue per copy direction, so
  * host-to-device and device-to-host copies overlap on the two copy engines, plus a stream for synchronous
  * short operations.
  */

@@ -5,6 +5,7 @@
 #include "cux_copy_md.h"
 #include "cux_copy_dmabuf.h"
 #include "base/cux_iface.h"
+#include "base/cux_md.h"
 #include "base/cux_ptr.h"
 #include "base/cux_sync_memops.h"
 

@@ -104,7 +104,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
                   remote_addr, length, (uint64_t)key->base, (uint64_t)key->length);
         return UCS_ERR_INVALID_PARAM;
     }
-    if (ucs_unlikely(!cux_async_has_resources(&iface->super.async))) {
+    if (ucs_unlikely(!cux_completion_has_resources(&iface->super.completion))) {
         return UCS_ERR_NO_RESOURCE;
     }
 
@@ -120,7 +120,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         local_alloc = (uintptr_t)info.base; /* 0 for host memory: never merged */
     }
 
-    status = cux_dev_table_get(&iface->super.devs, device, &res);
+    status = cux_dev_resources_get(&iface->super.devs, device, &res);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
@@ -130,7 +130,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
         return status;
     }
     remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
-    /* adjacent blocks of one transfer become one copy (cux_async.h): both allocations must be known */
+    /* adjacent blocks of one transfer become one copy (cux_completion.h): both allocations must be known */
     allocs.dst = put ? (uintptr_t)region->mapped : local_alloc;
     allocs.src = put ? local_alloc : (uintptr_t)region->mapped;
 
@@ -138,7 +138,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
                           put ? remote : iov[0].buffer,
                           put ? iov[0].buffer : remote, length,
-                          (iface->super.async.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, &allocs,
+                          (iface->super.completion.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, &allocs,
                           comp, cux_ipc_region_release, region);
     if (status != UCS_INPROGRESS) {
         cux_ipc_import_put(region);

@@ -163,10 +163,10 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->pid_ns        = cux_ipc_pid_namespace();
     self->proof         = ucs_derived_of(md, cux_ipc_md_t)->proof;
     self->super.measure = cux_ipc_iface_measure;
-    cux_async_set_max_batch(&self->super.async, config->max_batch);
-    if (self->super.async.max_batch != config->max_batch) {
+    cux_completion_set_max_batch(&self->super.completion, config->max_batch);
+    if (self->super.completion.max_batch != config->max_batch) {
         ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
-                 CUX_BATCH_MAX, self->super.async.max_batch);
+                 CUX_BATCH_MAX, self->super.completion.max_batch);
     }
     return UCS_OK;
 }

@@ -6,6 +6,7 @@
 #include "cux_introspection.h"
 #include "cux_ipc_import.h"
 #include "base/cux_iface.h"
+#include "base/cux_md.h"
 #include "base/cux_ptr.h"
 #include "base/cux_sync_memops.h"
 

@@ -4,10 +4,10 @@
  * and a number of stream queues whose meaning the transport decides (copy directions for cuda_copy, peer
  * devices for cuda_ipc).
  */
-#ifndef CUX_DEV_TABLE_H_
-#define CUX_DEV_TABLE_H_
+#ifndef CUX_DEV_RESOURCES_H_
+#define CUX_DEV_RESOURCES_H_
 
-#include "cux_async.h"
+#include "cux_completion.h"
 #include "cux_device.h"
 
 typedef struct cux_dev_res {
@@ -16,20 +16,20 @@ typedef struct cux_dev_res {
     cux_stream_queue_t queues[];
 } cux_dev_res_t;
 
-typedef struct cux_dev_table {
-    cux_async_t   *async;
+typedef struct cux_dev_resources {
+    cux_completion_t   *completion;
     unsigned      num_queues;
     cux_dev_res_t *devs[CUX_MAX_DEVICES];
-} cux_dev_table_t;
+} cux_dev_resources_t;
 
-void cux_dev_table_init(cux_dev_table_t *table, cux_async_t *async, unsigned num_queues);
+void cux_dev_resources_init(cux_dev_resources_t *table, cux_completion_t *completion, unsigned num_queues);
 
 /* Waits for and releases every device's streams and events. */
-void cux_dev_table_cleanup(cux_dev_table_t *table);
+void cux_dev_resources_cleanup(cux_dev_resources_t *table);
 
-ucs_status_t cux_dev_table_create(cux_dev_table_t *table, int device);
+ucs_status_t cux_dev_resources_create(cux_dev_resources_t *table, int device);
 
-static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device, cux_dev_res_t **res_p)
+static inline ucs_status_t cux_dev_resources_get(cux_dev_resources_t *table, int device, cux_dev_res_t **res_p)
 {
     ucs_status_t status;
 
@@ -38,7 +38,7 @@ static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device,
         return UCS_ERR_NO_DEVICE;
     }
     if (ucs_unlikely(table->devs[device] == NULL)) {
-        status = cux_dev_table_create(table, device);
+        status = cux_dev_resources_create(table, device);
         if (status != UCS_OK) {
             return status;
         }
@@ -50,7 +50,7 @@ static inline ucs_status_t cux_dev_table_get(cux_dev_table_t *table, int device,
 /* How cux_dev_copy completes a copy. */
 typedef enum {
     CUX_DEV_COPY_ASYNC,   /* tracked: comp is called from progress */
-    CUX_DEV_COPY_BATCH,   /* the same, issued with others of its queue (cux_async_batch_copy) */
+    CUX_DEV_COPY_BATCH,   /* the same, issued with others of its queue (cux_completion_batch_copy) */
     CUX_DEV_COPY_BLOCK,   /* done on return, waiting in cuStreamSynchronize */
     CUX_DEV_COPY_SPIN     /* done on return, polling the stream (a short copy finishes in microseconds) */
 } cux_dev_copy_mode_t;
@@ -67,13 +67,13 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_stream_spin(CUstream stream)
 
 /*
  * Issue one copy on a queue of a device, in that device's context: done on return (BLOCK, SPIN), or tracked
- * by the async engine with comp and release (ASYNC, BATCH; see cux_async_track for who releases when).
+ * by the completion engine with comp and release (ASYNC, BATCH; see cux_completion_track for who releases when).
  * allocs (may be NULL): the allocations of both ends, for a batched copy to join an adjacent one.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigned queue, void *dst,
                                                      const void *src, size_t length, cux_dev_copy_mode_t mode,
                                                      const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                                     cux_async_release_func_t release, void *release_arg)
+                                                     cux_completion_release_func_t release, void *release_arg)
 {
     cux_stream_queue_t *sq = &res->queues[queue];
     cux_ctx_guard_t guard;
@@ -85,7 +85,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         return status;
     }
     if (mode == CUX_DEV_COPY_BATCH) {
-        return cux_async_batch_copy(sq, dst, src, length, allocs, comp, release, release_arg);
+        return cux_completion_batch_copy(sq, dst, src, length, allocs, comp, release, release_arg);
     }
 
     status = cux_ctx_enter(res->ctx, &guard);
@@ -110,7 +110,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
     } else if (mode == CUX_DEV_COPY_BLOCK) {
         status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream);
     } else {
-        status = cux_async_track(sq, comp, release, release_arg);
+        status = cux_completion_track(sq, comp, release, release_arg);
     }
 
 out:
@@ -119,7 +119,7 @@ out:
 }
 
 /* Events and streams created so far (tests check that they stay bounded). */
-unsigned cux_dev_table_num_events(const cux_dev_table_t *table);
-unsigned cux_dev_table_num_streams(const cux_dev_table_t *table);
+unsigned cux_dev_resources_num_events(const cux_dev_resources_t *table);
+unsigned cux_dev_resources_num_streams(const cux_dev_resources_t *table);
 
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Asynchronous completion engine: see cux_async.h.
+ * Asynchronous completion engine: see cux_completion.h.
  */
-#include "cux_async.h"
+#include "cux_completion.h"
 #include "cux_device.h"
 
 #include <ucs/debug/log.h>
@@ -26,7 +26,7 @@ typedef struct cux_desc {
     ucs_status_t             status;      /* of an operation with no event */
     uct_completion_t         *comp;
     cux_flush_req_t          *flush;
-    cux_async_release_func_t release;
+    cux_completion_release_func_t release;
     void                     *release_arg;
 } cux_desc_t;
 
@@ -42,58 +42,58 @@ _Static_assert(sizeof(cux_pending_priv_t) <= UCT_PENDING_REQ_PRIV_LEN, "pending 
 
 static void cux_stream_queue_submit(cux_stream_queue_t *sq);
 
-void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll, unsigned max_batch)
+void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, unsigned max_poll, unsigned max_batch)
 {
-    ucs_list_head_init(&async->active);
-    ucs_list_head_init(&async->batched);
-    cux_async_set_max_batch(async, max_batch);
-    ucs_queue_head_init(&async->free_descs);
-    ucs_queue_head_init(&async->pending);
-    async->num_descs    = 0;
-    async->num_inflight = 0;
-    async->max_inflight = ucs_max(max_inflight, 1u);
-    async->max_poll     = ucs_max(max_poll, 1u);
-    async->event_fd     = -1;
+    ucs_list_head_init(&completion->active);
+    ucs_list_head_init(&completion->batched);
+    cux_completion_set_max_batch(completion, max_batch);
+    ucs_queue_head_init(&completion->free_descs);
+    ucs_queue_head_init(&completion->pending);
+    completion->num_descs    = 0;
+    completion->num_inflight = 0;
+    completion->max_inflight = ucs_max(max_inflight, 1u);
+    completion->max_poll     = ucs_max(max_poll, 1u);
+    completion->event_fd     = -1;
 }
 
-void cux_async_cleanup(cux_async_t *async)
+void cux_completion_cleanup(cux_completion_t *completion)
 {
     cux_desc_t *desc;
 
-    ucs_assertv(ucs_list_is_empty(&async->active), "async %p has busy stream queues", async);
-    ucs_assertv(ucs_list_is_empty(&async->batched), "async %p has copies not issued", async);
-    while (!ucs_queue_is_empty(&async->free_descs)) {
-        desc = ucs_queue_pull_elem_non_empty(&async->free_descs, cux_desc_t, qe);
+    ucs_assertv(ucs_list_is_empty(&completion->active), "completion %p has busy stream queues", completion);
+    ucs_assertv(ucs_list_is_empty(&completion->batched), "completion %p has copies not issued", completion);
+    while (!ucs_queue_is_empty(&completion->free_descs)) {
+        desc = ucs_queue_pull_elem_non_empty(&completion->free_descs, cux_desc_t, qe);
         ucs_free(desc);
-        --async->num_descs;
+        --completion->num_descs;
     }
-    ucs_assertv(async->num_descs == 0, "%u descriptors leaked", async->num_descs);
-    if (!ucs_queue_is_empty(&async->pending)) {
-        ucs_warn("async %p: pending requests dropped at close", async);
+    ucs_assertv(completion->num_descs == 0, "%u descriptors leaked", completion->num_descs);
+    if (!ucs_queue_is_empty(&completion->pending)) {
+        ucs_warn("completion %p: pending requests dropped at close", completion);
     }
-    if (async->event_fd >= 0) {
-        close(async->event_fd);
-        async->event_fd = -1;
+    if (completion->event_fd >= 0) {
+        close(completion->event_fd);
+        completion->event_fd = -1;
     }
 }
 
-static cux_desc_t *cux_desc_get(cux_async_t *async)
+static cux_desc_t *cux_desc_get(cux_completion_t *completion)
 {
     cux_desc_t *desc;
 
-    if (ucs_likely(!ucs_queue_is_empty(&async->free_descs))) {
-        return ucs_queue_pull_elem_non_empty(&async->free_descs, cux_desc_t, qe);
+    if (ucs_likely(!ucs_queue_is_empty(&completion->free_descs))) {
+        return ucs_queue_pull_elem_non_empty(&completion->free_descs, cux_desc_t, qe);
     }
     desc = ucs_malloc(sizeof(*desc), "cux_desc");
     if (desc != NULL) {
-        ++async->num_descs;
+        ++completion->num_descs;
     }
     return desc;
 }
 
 /* An operation's descriptor: completes when event does (status, if it has none), then calls release and comp. */
 static void cux_desc_init_op(cux_desc_t *desc, CUevent event, int owns_event, uct_completion_t *comp,
-                             cux_async_release_func_t release, void *release_arg)
+                             cux_completion_release_func_t release, void *release_arg)
 {
     desc->is_marker   = 0;
     desc->event       = event;
@@ -105,15 +105,15 @@ static void cux_desc_init_op(cux_desc_t *desc, CUevent event, int owns_event, uc
     desc->release_arg = release_arg;
 }
 
-static inline void cux_desc_put(cux_async_t *async, cux_desc_t *desc)
+static inline void cux_desc_put(cux_completion_t *completion, cux_desc_t *desc)
 {
-    ucs_queue_push(&async->free_descs, &desc->qe);
+    ucs_queue_push(&completion->free_descs, &desc->qe);
 }
 
 static void cux_stream_queue_push(cux_stream_queue_t *sq, cux_desc_t *desc)
 {
     if (ucs_queue_is_empty(&sq->descs)) {
-        ucs_list_add_tail(&sq->async->active, &sq->active);
+        ucs_list_add_tail(&sq->completion->active, &sq->active);
     }
     ucs_queue_push(&sq->descs, &desc->qe);
 }
@@ -121,7 +121,7 @@ static void cux_stream_queue_push(cux_stream_queue_t *sq, cux_desc_t *desc)
 /* Removes the head descriptor; returns 1 when a flush request it belonged to is now finished. */
 static int cux_stream_queue_pop(cux_stream_queue_t *sq, cux_desc_t *desc)
 {
-    cux_async_t *async = sq->async;
+    cux_completion_t *completion = sq->completion;
     int flushed        = 0;
 
     ucs_queue_pull_non_empty(&sq->descs);
@@ -132,21 +132,21 @@ static int cux_stream_queue_pop(cux_stream_queue_t *sq, cux_desc_t *desc)
         if (desc->owns_event) {
             cux_event_pool_put(sq->events, desc->event);
         }
-        --async->num_inflight;
+        --completion->num_inflight;
         if (desc->release != NULL) {
             desc->release(desc->release_arg);
         }
     } else {
         flushed = (--desc->flush->markers == 0);
     }
-    cux_desc_put(async, desc);
+    cux_desc_put(completion, desc);
     return flushed;
 }
 
-void cux_stream_queue_init(cux_stream_queue_t *sq, cux_async_t *async, CUcontext ctx,
+void cux_stream_queue_init(cux_stream_queue_t *sq, cux_completion_t *completion, CUcontext ctx,
                            cux_event_pool_t *events)
 {
-    sq->async  = async;
+    sq->completion  = completion;
     sq->ctx    = ctx;
     sq->stream = NULL;
     sq->events = events;
@@ -170,7 +170,7 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
         return;
     }
 
-    /* Waiting also covers a queued wake-up host function, which refers to the async engine. */
+    /* Waiting also covers a queued wake-up host function, which refers to the completion engine. */
     entered = (cux_ctx_enter(sq->ctx, &guard) == UCS_OK);
     if (entered) {
         (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, sq->stream);
@@ -192,14 +192,14 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
     sq->stream = NULL;
 }
 
-ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_async_release_func_t release,
+ucs_status_t cux_completion_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_completion_release_func_t release,
                              void *release_arg)
 {
     cux_desc_t *desc;
     ucs_status_t status;
     CUevent event;
 
-    desc = cux_desc_get(sq->async);
+    desc = cux_desc_get(sq->completion);
     if (ucs_unlikely(desc == NULL)) {
         status = UCS_ERR_NO_MEMORY;
         goto err_sync;
@@ -218,11 +218,11 @@ ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux
 
     cux_desc_init_op(desc, event, 1, comp, release, release_arg);
     cux_stream_queue_push(sq, desc);
-    ++sq->async->num_inflight;
+    ++sq->completion->num_inflight;
     return UCS_INPROGRESS;
 
 err_put_desc:
-    cux_desc_put(sq->async, desc);
+    cux_desc_put(sq->completion, desc);
 err_sync:
     /* The work is already on the stream: wait for it so the caller's buffers are safe to reuse. */
     return (CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream) == UCS_OK) ? UCS_OK : status;
@@ -300,12 +300,12 @@ static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue
            (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
 }
 
-ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
                                   const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                  cux_async_release_func_t release, void *release_arg)
+                                  cux_completion_release_func_t release, void *release_arg)
 {
-    cux_async_t *async = sq->async;
-    cux_desc_t *desc   = cux_desc_get(async);
+    cux_completion_t *completion = sq->completion;
+    cux_desc_t *desc   = cux_desc_get(completion);
     unsigned i         = sq->batch_count;
     unsigned c         = sq->batch_copies;
     CUdeviceptr d      = (CUdeviceptr)(uintptr_t)dst;
@@ -326,46 +326,46 @@ ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void 
     }
     sq->batch_desc[i] = desc;
     if (i == 0) {
-        ucs_list_add_tail(&async->batched, &sq->batch_link);
+        ucs_list_add_tail(&completion->batched, &sq->batch_link);
     }
     sq->batch_count = i + 1;
     /* A copy that finds nothing else in flight goes out now: no other copy is coming to share its call (a
      * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
-    if ((++async->num_inflight == 1) || (sq->batch_count >= async->max_batch)) {
+    if ((++completion->num_inflight == 1) || (sq->batch_count >= completion->max_batch)) {
         cux_stream_queue_submit(sq);
     }
     return UCS_INPROGRESS;
 }
 
-void cux_async_submit(cux_async_t *async)
+void cux_completion_submit(cux_completion_t *completion)
 {
     cux_stream_queue_t *sq, *tmp;
 
-    ucs_list_for_each_safe(sq, tmp, &async->batched, batch_link) {
+    ucs_list_for_each_safe(sq, tmp, &completion->batched, batch_link) {
         cux_stream_queue_submit(sq);
     }
 }
 
-static void cux_async_dispatch_pending(cux_async_t *async)
+static void cux_completion_dispatch_pending(cux_completion_t *completion)
 {
     uct_pending_req_t *req;
     cux_pending_priv_t *priv;
     ucs_queue_elem_t *elem;
     ucs_status_t status;
 
-    while (!ucs_queue_is_empty(&async->pending) && cux_async_has_resources(async)) {
-        elem   = ucs_queue_pull_non_empty(&async->pending);
+    while (!ucs_queue_is_empty(&completion->pending) && cux_completion_has_resources(completion)) {
+        elem   = ucs_queue_pull_non_empty(&completion->pending);
         priv   = ucs_container_of(elem, cux_pending_priv_t, qe);
         req    = ucs_container_of((void*)priv, uct_pending_req_t, priv);
         status = req->func(req);
         if (status == UCS_ERR_NO_RESOURCE) {
-            ucs_queue_push_head(&async->pending, &priv->qe);
+            ucs_queue_push_head(&completion->pending, &priv->qe);
             break;
         }
     }
 }
 
-unsigned cux_async_progress(cux_async_t *async)
+unsigned cux_completion_progress(cux_completion_t *completion)
 {
     ucs_status_t done_status;
     CUevent done_event;
@@ -377,16 +377,16 @@ unsigned cux_async_progress(cux_async_t *async)
     cux_desc_t *desc;
     CUresult res;
 
-    if (ucs_unlikely(!ucs_list_is_empty(&async->batched))) {
-        cux_async_submit(async);
+    if (ucs_unlikely(!ucs_list_is_empty(&completion->batched))) {
+        cux_completion_submit(completion);
     }
 
-    ucs_list_for_each_safe(sq, tmp, &async->active, active) {
+    ucs_list_for_each_safe(sq, tmp, &completion->active, active) {
         /* the event of the batch being completed and its outcome: asked once, given to every copy of it */
         done_event  = NULL;
         done_status = UCS_OK;
         /* The queue may leave the active list when it drains: stop before touching it again. */
-        while ((count < async->max_poll) && !ucs_queue_is_empty(&sq->descs)) {
+        while ((count < completion->max_poll) && !ucs_queue_is_empty(&sq->descs)) {
             desc = ucs_queue_head_elem_non_empty(&sq->descs, cux_desc_t, qe);
             if (desc->is_marker) {
                 flush = desc->flush;
@@ -423,13 +423,13 @@ unsigned cux_async_progress(cux_async_t *async)
         }
     }
 
-    if (ucs_unlikely(!ucs_queue_is_empty(&async->pending))) {
-        cux_async_dispatch_pending(async);
+    if (ucs_unlikely(!ucs_queue_is_empty(&completion->pending))) {
+        cux_completion_dispatch_pending(completion);
     }
     return count;
 }
 
-ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
+ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_completion_t *comp)
 {
     ucs_queue_head_t markers;
     cux_flush_req_t *flush;
@@ -437,8 +437,8 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
     cux_desc_t *desc;
     unsigned count = 0;
 
-    cux_async_submit(async); /* accepted copies come before the markers */
-    if (ucs_list_is_empty(&async->active)) {
+    cux_completion_submit(completion); /* accepted copies come before the markers */
+    if (ucs_list_is_empty(&completion->active)) {
         return UCS_OK;
     }
     if (comp == NULL) {
@@ -452,11 +452,11 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
         return UCS_ERR_NO_MEMORY;
     }
     ucs_queue_head_init(&markers);
-    ucs_list_for_each(sq, &async->active, active) {
-        desc = cux_desc_get(async);
+    ucs_list_for_each(sq, &completion->active, active) {
+        desc = cux_desc_get(completion);
         if (desc == NULL) {
             while (!ucs_queue_is_empty(&markers)) {
-                cux_desc_put(async, ucs_queue_pull_elem_non_empty(&markers, cux_desc_t, qe));
+                cux_desc_put(completion, ucs_queue_pull_elem_non_empty(&markers, cux_desc_t, qe));
             }
             ucs_free(flush);
             return UCS_ERR_NO_MEMORY;
@@ -467,7 +467,7 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
 
     flush->comp    = comp;
     flush->markers = count;
-    ucs_list_for_each(sq, &async->active, active) {
+    ucs_list_for_each(sq, &completion->active, active) {
         desc             = ucs_queue_pull_elem_non_empty(&markers, cux_desc_t, qe);
         desc->is_marker  = 1;
         desc->event      = NULL;
@@ -480,16 +480,16 @@ ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp)
     return UCS_INPROGRESS;
 }
 
-ucs_status_t cux_async_event_fd(cux_async_t *async, int *fd_p)
+ucs_status_t cux_completion_event_fd(cux_completion_t *completion, int *fd_p)
 {
-    if (async->event_fd < 0) {
-        async->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (async->event_fd < 0) {
+    if (completion->event_fd < 0) {
+        completion->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (completion->event_fd < 0) {
             ucs_error("eventfd() failed: %m");
             return UCS_ERR_IO_ERROR;
         }
     }
-    *fd_p = async->event_fd;
+    *fd_p = completion->event_fd;
     return UCS_OK;
 }
 
@@ -500,7 +500,7 @@ static void CUDA_CB cux_stream_queue_wakeup(void *arg)
     uint64_t one           = 1;
 
     __atomic_store_n(&sq->armed, 0, __ATOMIC_RELEASE);
-    if (write(sq->async->event_fd, &one, sizeof(one)) != sizeof(one)) {
+    if (write(sq->completion->event_fd, &one, sizeof(one)) != sizeof(one)) {
         /* The counter can only overflow after 2^64-1 unread wake-ups: nothing to do. */
     }
 }
@@ -512,7 +512,7 @@ static int cux_stream_queue_head_done(cux_stream_queue_t *sq)
     return desc->is_marker || (desc->event == NULL) || (cux_drv.cuEventQuery(desc->event) != CUDA_ERROR_NOT_READY);
 }
 
-ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
+ucs_status_t cux_completion_event_arm(cux_completion_t *completion, unsigned events)
 {
     cux_stream_queue_t *sq;
     cux_ctx_guard_t guard;
@@ -524,26 +524,26 @@ ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
         return UCS_OK;
     }
 
-    status = cux_async_event_fd(async, &fd);
+    status = cux_completion_event_fd(completion, &fd);
     if (status != UCS_OK) {
         return status;
     }
     while (read(fd, &count, sizeof(count)) == sizeof(count)) {
         /* consume earlier wake-ups */
     }
-    cux_async_submit(async); /* sleeping with copies not issued would never wake */
+    cux_completion_submit(completion); /* sleeping with copies not issued would never wake */
 
     /* Anything progress could complete right now must be handled before sleeping. */
-    ucs_list_for_each(sq, &async->active, active) {
+    ucs_list_for_each(sq, &completion->active, active) {
         if (cux_stream_queue_head_done(sq)) {
             return UCS_ERR_BUSY;
         }
     }
-    if (!ucs_queue_is_empty(&async->pending) && cux_async_has_resources(async)) {
+    if (!ucs_queue_is_empty(&completion->pending) && cux_completion_has_resources(completion)) {
         return UCS_ERR_BUSY;
     }
 
-    ucs_list_for_each(sq, &async->active, active) {
+    ucs_list_for_each(sq, &completion->active, active) {
         if (__atomic_load_n(&sq->armed, __ATOMIC_ACQUIRE)) {
             continue;
         }
@@ -562,24 +562,24 @@ ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events)
     return UCS_OK;
 }
 
-ucs_status_t cux_async_pending_add(cux_async_t *async, uct_ep_h ep, uct_pending_req_t *req)
+ucs_status_t cux_completion_pending_add(cux_completion_t *completion, uct_ep_h ep, uct_pending_req_t *req)
 {
-    if (cux_async_has_resources(async)) {
+    if (cux_completion_has_resources(completion)) {
         return UCS_ERR_BUSY;
     }
     cux_pending_priv(req)->ep = ep;
-    ucs_queue_push(&async->pending, &cux_pending_priv(req)->qe);
+    ucs_queue_push(&completion->pending, &cux_pending_priv(req)->qe);
     return UCS_OK;
 }
 
-void cux_async_pending_purge(cux_async_t *async, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg)
+void cux_completion_pending_purge(cux_completion_t *completion, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg)
 {
     cux_pending_priv_t *priv;
     ucs_queue_iter_t iter;
 
-    ucs_queue_for_each_safe(priv, iter, &async->pending, qe) {
+    ucs_queue_for_each_safe(priv, iter, &completion->pending, qe) {
         if (priv->ep == ep) {
-            ucs_queue_del_iter(&async->pending, iter);
+            ucs_queue_del_iter(&completion->pending, iter);
             if (cb != NULL) {
                 cb(ucs_container_of((void*)priv, uct_pending_req_t, priv), arg);
             }

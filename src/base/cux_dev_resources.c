@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Per-device interface resources: see cux_dev_table.h.
+ * Per-device interface resources: see cux_dev_resources.h.
  */
-#include "cux_dev_table.h"
+#include "cux_dev_resources.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <string.h>
 
-void cux_dev_table_init(cux_dev_table_t *table, cux_async_t *async, unsigned num_queues)
+void cux_dev_resources_init(cux_dev_resources_t *table, cux_completion_t *completion, unsigned num_queues)
 {
-    table->async      = async;
+    table->completion      = completion;
     table->num_queues = num_queues;
     memset(table->devs, 0, sizeof(table->devs));
 }
 
-ucs_status_t cux_dev_table_create(cux_dev_table_t *table, int device)
+ucs_status_t cux_dev_resources_create(cux_dev_resources_t *table, int device)
 {
     cux_dev_res_t *res;
     ucs_status_t status;
@@ -34,14 +34,14 @@ ucs_status_t cux_dev_table_create(cux_dev_table_t *table, int device)
     res->ctx = ctx;
     cux_event_pool_init(&res->events, ctx);
     for (i = 0; i < table->num_queues; ++i) {
-        cux_stream_queue_init(&res->queues[i], table->async, ctx, &res->events);
+        cux_stream_queue_init(&res->queues[i], table->completion, ctx, &res->events);
     }
     table->devs[device] = res;
     ucs_debug("resources for cuda device %d created (%u stream queues)", device, table->num_queues);
     return UCS_OK;
 }
 
-void cux_dev_table_cleanup(cux_dev_table_t *table)
+void cux_dev_resources_cleanup(cux_dev_resources_t *table)
 {
     cux_dev_res_t *res;
     unsigned dev, i;
@@ -59,7 +59,7 @@ void cux_dev_table_cleanup(cux_dev_table_t *table)
     }
 }
 
-unsigned cux_dev_table_num_events(const cux_dev_table_t *table)
+unsigned cux_dev_resources_num_events(const cux_dev_resources_t *table)
 {
     unsigned count = 0, dev;
 
@@ -69,7 +69,7 @@ unsigned cux_dev_table_num_events(const cux_dev_table_t *table)
     return count;
 }
 
-unsigned cux_dev_table_num_streams(const cux_dev_table_t *table)
+unsigned cux_dev_resources_num_streams(const cux_dev_resources_t *table)
 {
     unsigned count = 0, dev, i;
 

@@ -16,8 +16,8 @@
  * about 5 us on every copy between two processes whatever its size (bench/cux_blocks on one H200), so the
  * adjacent blocks of a KV-cache transfer go faster as one copy.
  */
-#ifndef CUX_ASYNC_H_
-#define CUX_ASYNC_H_
+#ifndef CUX_COMPLETION_H_
+#define CUX_COMPLETION_H_
 
 #include "cux_event_pool.h"
 
@@ -25,7 +25,7 @@
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/queue.h>
 
-typedef struct cux_async cux_async_t;
+typedef struct cux_completion cux_completion_t;
 struct cux_desc;
 
 /* Most copies in one batch. */
@@ -38,16 +38,16 @@ typedef struct cux_copy_allocs {
 } cux_copy_allocs_t;
 
 typedef struct cux_stream_queue {
-    cux_async_t      *async;
+    cux_completion_t      *completion;
     CUcontext        ctx;
     CUstream         stream;     /* created on first use */
     cux_event_pool_t *events;
     ucs_queue_head_t descs;      /* in stream order */
-    ucs_list_link_t  active;     /* in async->active while descs is not empty */
+    ucs_list_link_t  active;     /* in completion->active while descs is not empty */
     volatile int     armed;      /* a wake-up host function is queued on the stream */
     unsigned         batch_count;               /* operations accepted, not yet issued */
     unsigned         batch_copies;              /* the copies they make: adjacent ones are merged */
-    ucs_list_link_t  batch_link;                /* in async->batched while batch_count > 0 */
+    ucs_list_link_t  batch_link;                /* in completion->batched while batch_count > 0 */
     CUdeviceptr      batch_dst[CUX_BATCH_MAX];
     CUdeviceptr      batch_src[CUX_BATCH_MAX];
     size_t           batch_size[CUX_BATCH_MAX];
@@ -55,7 +55,7 @@ typedef struct cux_stream_queue {
     struct cux_desc  *batch_desc[CUX_BATCH_MAX];
 } cux_stream_queue_t;
 
-struct cux_async {
+struct cux_completion {
     ucs_list_link_t  active;        /* stream queues with descriptors */
     ucs_queue_head_t free_descs;
     unsigned         num_descs;     /* allocated descriptors, idle or queued */
@@ -68,18 +68,18 @@ struct cux_async {
     unsigned         max_batch;     /* copies per batch, at most CUX_BATCH_MAX */
 };
 
-void cux_async_init(cux_async_t *async, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
+void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
 
 /* Copies per batch, at most CUX_BATCH_MAX; 1 issues each copy at once. */
-static inline void cux_async_set_max_batch(cux_async_t *async, unsigned max_batch)
+static inline void cux_completion_set_max_batch(cux_completion_t *completion, unsigned max_batch)
 {
-    async->max_batch = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
+    completion->max_batch = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
 }
 
 /* All stream queues must have been cleaned up first. */
-void cux_async_cleanup(cux_async_t *async);
+void cux_completion_cleanup(cux_completion_t *completion);
 
-void cux_stream_queue_init(cux_stream_queue_t *sq, cux_async_t *async, CUcontext ctx,
+void cux_stream_queue_init(cux_stream_queue_t *sq, cux_completion_t *completion, CUcontext ctx,
                            cux_event_pool_t *events);
 
 /* Waits for the stream, drops its descriptors without calling their completions, destroys the stream. */
@@ -100,13 +100,13 @@ static inline ucs_status_t cux_stream_queue_stream(cux_stream_queue_t *sq, CUstr
     return UCS_OK;
 }
 
-static inline int cux_async_has_resources(const cux_async_t *async)
+static inline int cux_completion_has_resources(const cux_completion_t *completion)
 {
-    return async->num_inflight < async->max_inflight;
+    return completion->num_inflight < completion->max_inflight;
 }
 
 /* Called when a tracked operation is done (or dropped at close), before its completion. */
-typedef void (*cux_async_release_func_t)(void *arg);
+typedef void (*cux_completion_release_func_t)(void *arg);
 
 /*
  * Track work just issued on sq->stream: records an event and queues a descriptor that, when the event
@@ -114,33 +114,33 @@ typedef void (*cux_async_release_func_t)(void *arg);
  * Returns UCS_INPROGRESS, or an error when nothing could be tracked (the stream is then synchronised, so the
  * work is complete either way). Only on UCS_INPROGRESS does the engine take over the release.
  */
-ucs_status_t cux_async_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_async_release_func_t release,
+ucs_status_t cux_completion_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_completion_release_func_t release,
                              void *release_arg);
 
 /*
- * Accept a copy into sq's batch (issued by cux_async_submit, or at once when the batch is full); when it is
- * done, release(release_arg) and then comp are called, as for cux_async_track. allocs (may be NULL) lets a
+ * Accept a copy into sq's batch (issued by cux_completion_submit, or at once when the batch is full); when it is
+ * done, release(release_arg) and then comp are called, as for cux_completion_track. allocs (may be NULL) lets a
  * copy that continues the previous one in the same allocations join it. Needs no current context.
  * Returns UCS_INPROGRESS, or an error when nothing was accepted.
  */
-ucs_status_t cux_async_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
                                   const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                  cux_async_release_func_t release, void *release_arg);
+                                  cux_completion_release_func_t release, void *release_arg);
 
 /* Issue every accepted copy. Progress, flush and arm call it first. */
-void cux_async_submit(cux_async_t *async);
+void cux_completion_submit(cux_completion_t *completion);
 
-unsigned cux_async_progress(cux_async_t *async);
+unsigned cux_completion_progress(cux_completion_t *completion);
 
 /* UCS_OK when nothing is in flight, else UCS_INPROGRESS (and comp, if given, is called when all is done). */
-ucs_status_t cux_async_flush(cux_async_t *async, uct_completion_t *comp);
+ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_completion_t *comp);
 
-ucs_status_t cux_async_event_fd(cux_async_t *async, int *fd_p);
+ucs_status_t cux_completion_event_fd(cux_completion_t *completion, int *fd_p);
 
-ucs_status_t cux_async_event_arm(cux_async_t *async, unsigned events);
+ucs_status_t cux_completion_event_arm(cux_completion_t *completion, unsigned events);
 
-ucs_status_t cux_async_pending_add(cux_async_t *async, uct_ep_h ep, uct_pending_req_t *req);
+ucs_status_t cux_completion_pending_add(cux_completion_t *completion, uct_ep_h ep, uct_pending_req_t *req);
 
-void cux_async_pending_purge(cux_async_t *async, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
+void cux_completion_pending_purge(cux_completion_t *completion, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
 
 #endif
