@@ -5,7 +5,7 @@
 #
 #   OUT=/some/dir contrib/gpu-host-integrity.sh STEP [RUNS]
 #
-# STEP repeat: test/cux_ucp_check, fills by plain synchronous cuMemcpy and nothing after them, RUNS times in a
+# STEP repeat: test/cux_ucp_datacheck, fills by plain synchronous cuMemcpy and nothing after them, RUNS times in a
 #              row (default 20) with our module installed (the drop-in use: UCX's own allocation hooks report
 #              buffers, UCP asks our memory domain about them); then the same with CUX_SYNC_MEMOPS=n (what the
 #              module did before) and with UCX's own module, a few runs each; then the threshold sweep.
@@ -20,7 +20,7 @@ runs=${2:-20}
 out=${OUT:-/tmp/cux-out}
 prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
 work=/tmp/cux-work
-check="$work/plugin-build/test/cux_ucp_check"
+check="$work/plugin-build/test/cux_ucp_datacheck"
 moddir="$prefix/lib/ucx"
 log="$out/integrity-$step.txt"
 mkdir -p "$out"

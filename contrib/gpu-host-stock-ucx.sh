@@ -8,12 +8,12 @@
 #
 # Inputs in ./gpu-carry/stock: the .deb files, libuct_cuda.so.0, libcux_perftest.so, ucx-cuda-run and the
 # test programs. Writes $OUT/stock-ucx.txt (commands, ucx_info, protocol lines, data checks, the perftest
-# table); the perftest CSV goes to $CUX_STOCK_LOGS (default $OUT).
+# table); the perftest CSV goes to $CUX_TEST_STOCK_LOGS (default $OUT).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 carry="$top/gpu-carry/stock"
 out=${OUT:-/tmp/cux-out}
-logs=${CUX_STOCK_LOGS:-$out}
+logs=${CUX_TEST_STOCK_LOGS:-$out}
 repeats=${1:-3}
 root=/tmp/cux-stock-root
 report="$out/stock-ucx.txt"
@@ -47,12 +47,12 @@ UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_LOG_LEVEL=info CUDA_VISIBLE_DEVICES=1 tim
 wait
 
 # The statically linked runtime is out of the hooks' sight: that case documents the limit, it must fail.
-for prog in "$carry"/cux_ucp_check*; do
+for prog in "$carry"/cux_ucp_datacheck*; do
     [ -x "$prog" ] || continue
     for mode in query hooks; do
         name=$(basename "$prog")
         expect=0
-        [ "$name" = cux_ucp_check_static_cudart ] && [ $mode = hooks ] && expect=1
+        [ "$name" = cux_ucp_datacheck_static_cudart ] && [ $mode = hooks ] && expect=1
         say "data check: $name, GPU memory detected by '$mode'$([ $expect = 1 ] && echo ' (expected to fail)')"
         CUX_MEMTYPE=$mode UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout 600 "$run" "$prog" >"$logs/check-$name-$mode.log" 2>&1
         status=$?

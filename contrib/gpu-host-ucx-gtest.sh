@@ -11,7 +11,7 @@
 # (`cuda*`) and the memory-type suites (`*mem_type*:*memtype*`). Writes $OUT/ucx-gtest-*.log and
 # $OUT/ucx-gtest.txt: per module and filter, tests passed, failed (by name) and skipped, and the tests whose
 # result differs between the modules. Exit 0 when ours fails no test that UCX's module passes.
-# CUX_GTEST_TIMEOUT (default 540) bounds each shard, in seconds.
+# CUX_TEST_GTEST_TIMEOUT (default 540) bounds each shard, in seconds.
 set -u
 export LC_ALL=C # sort and join agree
 prefix=${1:?usage: gpu-host-ucx-gtest.sh PREFIX OUR_MODULE [SHARDS]}
@@ -37,7 +37,7 @@ run_shards() { # module filter-index
     local module=$1 f=$2 i
     for ((i = 0; i < shards; ++i)); do
         (cd "$work" && LD_LIBRARY_PATH="$work/$module:${LD_LIBRARY_PATH:-}" GTEST_TOTAL_SHARDS=$shards \
-             GTEST_SHARD_INDEX=$i timeout ${CUX_GTEST_TIMEOUT:-540} "$prefix/gtest/gtest" --gtest_filter="${filters[$f]}" \
+             GTEST_SHARD_INDEX=$i timeout ${CUX_TEST_GTEST_TIMEOUT:-540} "$prefix/gtest/gtest" --gtest_filter="${filters[$f]}" \
              >"$out/ucx-gtest-$module-${names[$f]}-$i.log" 2>&1) &
     done
 }

@@ -18,14 +18,14 @@
 #                configured with the packages' own ucx_info; the gtest GPU suite; `ucx-cuda-run --check`; the data
 #                check through ucx-cuda-run (every memory kind, --sweep); ucx_perftest -m cuda between two processes;
 #                what UCX's other transports there (Debian 13's ROCm modules) say; and a module built for another
-#                release (CUX_OTHER_MODULE) refused with its line.
+#                release (CUX_TEST_OTHER_MODULE) refused with its line.
 # SETUP inplace: a UCX built with CUDA (PREFIX/reference-module holds its own module, as
 #                contrib/build-reference-ucx.sh leaves it): the gtest GPU suite, then our module installed in
 #                place of UCX's own, `ucx-cuda-run --check` and the data check, several runs, then UCX's own
 #                module for comparison.
 #
-# CUX_CHECK_RUNS (default 5) sets the data check's repeats; CUX_VERSIONS_GTEST=0 leaves out the gtest suites,
-# CUX_VERSIONS_OPCOST=0 the per-operation costs (bench/cux_opcost; system and inplace set-ups).
+# CUX_TEST_DATACHECK_RUNS (default 5) sets the data check's repeats; CUX_TEST_VERSIONS_GTEST=0 leaves out the gtest suites,
+# CUX_TEST_VERSIONS_OPCOST=0 the per-operation costs (bench/cux_opcost; system and inplace set-ups).
 # CUX_UCX_SRC is the source tree of exactly PREFIX's version: `apt-get source ucx` of the installed package, or
 # UCX's release tag (`git archive vX.Y.Z src configure.ac` is enough for the headers). A UCX to install under
 # PREFIX is built from a tree with configure generated (contrib/prepare-ucx-src.sh here, where libtoolize is)
@@ -36,7 +36,7 @@ set -u
 setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
 prefix=${2:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
 ucx_src=${CUX_UCX_SRC:?CUX_UCX_SRC must name the UCX source tree of PREFIX}
-runs=${CUX_CHECK_RUNS:-5}
+runs=${CUX_TEST_DATACHECK_RUNS:-5}
 top=$(cd "$(dirname "$0")/.." && pwd)
 carry="$top/gpu-carry"
 out=${OUT:-/tmp/cux-out}
@@ -77,7 +77,7 @@ say "the module links against:"
 ldd .libs/libuct_cuda.so.0 | grep -E 'libuc[mpst]' >>"$report"
 
 gtest_suite() {
-    [ "${CUX_VERSIONS_GTEST:-1}" = 1 ] || { say "gtest suites skipped (CUX_VERSIONS_GTEST=0)"; return; }
+    [ "${CUX_TEST_VERSIONS_GTEST:-1}" = 1 ] || { say "gtest suites skipped (CUX_TEST_VERSIONS_GTEST=0)"; return; }
     say "gtest suites on the GPUs (run-tests.sh, mock suites left to CI)"
     CUX_TEST_NO_MOCK=1 CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1 ||
         failed "gtest suites"
@@ -88,7 +88,7 @@ gtest_suite() {
 # bench/cux_opcost against this UCX: its cuda_ipc lines (registration, key packing and unpacking, the proofs of
 # a peer's address and key, a first transfer of an allocation and a cached one) into the report.
 opcost() {
-    [ "${CUX_VERSIONS_OPCOST:-1}" = 1 ] || return
+    [ "${CUX_TEST_VERSIONS_OPCOST:-1}" = 1 ] || return
     say "bench/cux_opcost, cuda_ipc lines (all of it in logs/opcost.txt):"
     # it links the build's module itself: UCX's module directory (ours installed, or UCX's own) stays out
     UCX_MODULES=^cuda timeout 300 "$build/bench/cux_opcost" 2000 >"$work/logs/opcost.txt" 2>&1 || failed "cux_opcost"
@@ -99,7 +99,7 @@ opcost() {
 data_check() {
     local label=$1 n=$2 passed=0 i r; shift 2
     for i in $(seq 1 "$n"); do
-        r=$(timeout 300 $CHECK_CMD "$build/test/cux_ucp_check" "$@" 2>&1)
+        r=$(timeout 300 $CHECK_CMD "$build/test/cux_ucp_datacheck" "$@" 2>&1)
         echo "### $label run $i" >>"$work/logs/data-check.log"
         echo "$r" >>"$work/logs/data-check.log"
         if echo "$r" | tail -n 1 | grep -q ' 0 failed'; then
@@ -228,9 +228,9 @@ unpacked)
     PERF_CMD="$launcher"
     UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_bw -m cuda -s 1048576 -n 1000 -w 100
     UCX_TLS=self,sm,cuda_copy,cuda_ipc perftest -t tag_lat -m cuda -s 8 -n 10000 -w 1000
-    if [ -n "${CUX_OTHER_MODULE:-}" ]; then
-        say "a module built for another UCX ($CUX_OTHER_MODULE), preloaded:"
-        other=$(UCX_MODULES=^cuda LD_PRELOAD="$CUX_OTHER_MODULE" "$prefix/bin/ucx_info" -d 2>&1 | head -n 40)
+    if [ -n "${CUX_TEST_OTHER_MODULE:-}" ]; then
+        say "a module built for another UCX ($CUX_TEST_OTHER_MODULE), preloaded:"
+        other=$(UCX_MODULES=^cuda LD_PRELOAD="$CUX_TEST_OTHER_MODULE" "$prefix/bin/ucx_info" -d 2>&1 | head -n 40)
         echo "$other" | grep -E 'built for|Transport: cuda|rror' | head -n 3 >>"$report"
         echo "$other" | grep -q 'but this process runs' || failed "the other release's module was not refused"
         echo "$other" | grep -q 'Transport: cuda' && failed "the other release's module registered transports"

@@ -7,7 +7,7 @@
 #   OUT=/some/dir contrib/gpu-host-verify.sh [CASES] [REPEATS]
 #
 # CASES: comma-separated case sets of bench/perftest_compare.py (default copy), or "none" to skip perftest.
-# CUX_VERIFY_SKIP_TESTS=1 skips the gtest suites (for a benchmark-only call). CUX_BENCH_EXTRA_MODULES adds
+# CUX_TEST_VERIFY_SKIP_TESTS=1 skips the gtest suites (for a benchmark-only call). CUX_BENCH_EXTRA_MODULES adds
 # "--module NAME=PATH[,VAR=VALUE...]" arguments for the comparison (e.g. ours with other settings).
 #
 # Inputs in ./gpu-carry (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
@@ -15,7 +15,7 @@
 # Writes to $OUT (the device tool brings back at most 8 files): summary.txt (with bench/cux_opcost's
 # per-operation costs), gtest-gpu.log, ucx_info.txt, perftest.md, perftest.csv, bandwidth.png,
 # build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz; gtest-mock.log if the mock suites run;
-# stock-ucx.txt when ./gpu-carry/stock exists (CUX_VERIFY_STOCK=0 skips it).
+# stock-ucx.txt when ./gpu-carry/stock exists (CUX_TEST_VERIFY_STOCK=0 skips it).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 carry="$top/gpu-carry"
@@ -74,7 +74,7 @@ make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
 make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
 tests_rc=0
-if [ "${CUX_VERIFY_SKIP_TESTS:-0}" != 1 ]; then
+if [ "${CUX_TEST_VERIFY_SKIP_TESTS:-0}" != 1 ]; then
 step "gtest suites (real GPUs, then the mock driver)"
 # The mock suites repeat what CI runs; on the GPU host only the real devices are worth the time.
 CUX_TEST_NO_MOCK=${CUX_TEST_NO_MOCK:-1} CUX_TEST_REQUIRE_GPU=1 "$plugin_src/test/run-tests.sh" >"$work/logs/run-tests.log" 2>&1
@@ -112,9 +112,9 @@ echo "$ours_info" | grep -q 'Transport: cuda_copy' || fail "ucx_info -d does not
 echo "$ours_info" | grep -q 'Transport: cuda_ipc' || fail "ucx_info -d does not show cuda_ipc"
 
 stock_rc=0
-if [ -d "$carry/stock" ] && [ "${CUX_VERIFY_STOCK:-1}" = 1 ]; then
+if [ -d "$carry/stock" ] && [ "${CUX_TEST_VERIFY_STOCK:-1}" = 1 ]; then
     step "Debian's UCX packages with our module preloaded (contrib/gpu-host-stock-ucx.sh)"
-    OUT="$out" CUX_STOCK_LOGS="$work/logs" "$top/contrib/gpu-host-stock-ucx.sh" "$repeats" >>"$summary" 2>&1
+    OUT="$out" CUX_TEST_STOCK_LOGS="$work/logs" "$top/contrib/gpu-host-stock-ucx.sh" "$repeats" >>"$summary" 2>&1
     stock_rc=$?
 fi
 

@@ -30,6 +30,6 @@ mkdir -p "$stock"
 make -C build -j"$(nproc)" all >/dev/null
 make -C build -j"$(nproc)" check TESTS= >/dev/null
 cp build/.libs/libuct_cuda.so.0 build/.libs/libcux_perftest.so build/.libs/libcux_memtype.so \
-    build/ucx-cuda-run build/test/cux_ucp_check "$stock/"
-[ -x build/test/cux_ucp_check_static_cudart ] && cp build/test/cux_ucp_check_static_cudart "$stock/"
+    build/ucx-cuda-run build/test/cux_ucp_datacheck "$stock/"
+[ -x build/test/cux_ucp_datacheck_static_cudart ] && cp build/test/cux_ucp_datacheck_static_cudart "$stock/"
 du -sh "$carry"

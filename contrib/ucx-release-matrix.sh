@@ -8,7 +8,7 @@
 # installation and our build go (outside this repository, or an ignored path: UCX's code is never part of
 # this tree). Without releases, the newest patch release of every MAJOR.MINOR that src/compat/ has a header for.
 # For each release: UCX configured without CUDA, verbs and rdmacm (its libraries, ucx_info and ucx_perftest),
-# then this tree configured and built against it, then the mock suites: run-tests.sh with CUX_MATRIX_SUITES=full
+# then this tree configured and built against it, then the mock suites: run-tests.sh with CUX_TEST_MATRIX_SUITES=full
 # (the default), or with `quick` a short list (registration, the copy and cuda_ipc transports, the UCP data
 # check through that release's own UCP and ucx_perftest). Writes WORK_DIR/matrix.md, a row per release.
 set -u
@@ -58,17 +58,17 @@ for v in "${releases[@]}"; do
         continue
     fi
     row="$row built |"
-    if [ "${CUX_MATRIX_SUITES:-full}" = quick ]; then
+    if [ "${CUX_TEST_MATRIX_SUITES:-full}" = quick ]; then
         (cd "$build" && UCX_MODULES=^cuda CUX_DRIVER_PATH="$build/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 \
              CUX_TEST_SUITE=mock CUX_TEST_REQUIRE_GPU=1 \
-             GTEST_FILTER='registration.*:driver_loader.*:copy.*_every_direction:copy.md*:ipc_rkey.*:ipc_cache.*:ipc_transport.put_and_get*:ipc_transport.an_address*:ipc_transport.a_third*:stock_perftest.ucp_data_check_with_memory_queries:stock_perftest.ucp_rendezvous_with_spoiled_keys*:stock_perftest.tag_bw_gpu_to_gpu_over_cuda_ipc' \
+             GTEST_FILTER='registration.*:driver_loader.*:copy.*_every_direction:copy.md*:ipc_rkey.*:ipc_cache.*:ipc_transport.put_and_get*:ipc_transport.an_address*:ipc_transport.a_third*:ucp_programs.ucp_data_check_with_memory_queries:ucp_programs.ucp_rendezvous_with_spoiled_keys*:ucp_programs.tag_bw_gpu_to_gpu_over_cuda_ipc' \
              timeout 1200 test/cux_gtest) >"$log/tests.log" 2>&1
         result=$(grep -E '^\[  (PASSED|FAILED) ' "$log/tests.log" | head -n 2 | tr '\n' ' ')
     else
-        (cd "$build" && CUX_TEST_DEB=0 CUX_FUZZ_SECONDS=10 CUX_FUZZ_MIN_RUNS=0 timeout 3000 "$top/test/run-tests.sh") \
+        (cd "$build" && CUX_TEST_DEB=0 CUX_TEST_FUZZ_SECONDS=10 CUX_TEST_FUZZ_MIN_RUNS=0 timeout 3000 "$top/test/run-tests.sh") \
             >"$log/tests.log" 2>&1
         result=$(tail -n 1 "$log/tests.log")
     fi
-    echo "$row ${CUX_MATRIX_SUITES:-full}: $result |" >>"$table"
+    echo "$row ${CUX_TEST_MATRIX_SUITES:-full}: $result |" >>"$table"
 done
 cat "$table"

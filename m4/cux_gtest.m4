@@ -14,7 +14,7 @@ LIBS=$cux_save_LIBS
 AC_LANG_POP([C++])
 AM_CONDITIONAL([HAVE_GTEST], [test "x$cux_have_gtest" = xyes])
 
-# An MPI compiler for test/cux_mpi_check (Debian's libopenmpi-dev); the MPI test is skipped without one.
+# An MPI compiler for test/cux_mpi_datacheck (Debian's libopenmpi-dev); the MPI test is skipped without one.
 AC_PATH_PROG([MPICC], [mpicc])
 AM_CONDITIONAL([HAVE_MPICC], [test -n "$MPICC"])
 ])

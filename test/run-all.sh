@@ -32,7 +32,7 @@ make -j"$(nproc)" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 make -j"$(nproc)" check TESTS= >make-check.log 2>&1 || { tail -n 40 make-check.log; exit 1; }
 
 # The same tree with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer, and again with
-# ThreadSanitizer, for run-tests.sh's sanitizer suites (CUX_NO_SANITIZERS=1 leaves them out).
+# ThreadSanitizer, for run-tests.sh's sanitizer suites (CUX_TEST_NO_SANITIZERS=1 leaves them out).
 sanitizer_build() { # directory, compiler and linker flags
     local dir=$top/$1 flags=$2 ldflags=$3
     mkdir -p "$dir"
@@ -43,11 +43,11 @@ sanitizer_build() { # directory, compiler and linker flags
         make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" check TESTS= >make-check.log 2>&1) ||
         { echo "run-all: the sanitizer build in $1 failed (see $1/*.log)"; exit 1; }
 }
-if [ "${CUX_NO_SANITIZERS:-0}" != 1 ]; then
+if [ "${CUX_TEST_NO_SANITIZERS:-0}" != 1 ]; then
     sanitizer_build build-asan "-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
         "-fsanitize=address,undefined"
     sanitizer_build build-tsan "-g -O1 -fsanitize=thread" "-fsanitize=thread"
-    export CUX_SANITIZER_BUILDDIR="$top/build-asan" CUX_TSAN_BUILDDIR="$top/build-tsan"
+    export CUX_TEST_ASAN_BUILDDIR="$top/build-asan" CUX_TEST_TSAN_BUILDDIR="$top/build-tsan"
 fi
 # CI builds, installs, checks and removes the Debian package (test/run-deb.sh); CUX_TEST_DEB=0 leaves it out
 export CUX_TEST_DEB=${CUX_TEST_DEB:-1}

@@ -7,7 +7,7 @@
 #
 #   test/run-deb.sh [BUILDDIR]
 set -u
-builddir=$(cd "${1:-${CUX_BUILDDIR:-$PWD}}" && pwd)
+builddir=$(cd "${1:-${CUX_TEST_BUILDDIR:-$PWD}}" && pwd)
 top=$(cd "$(dirname "$0")/.." && pwd)
 logs="$builddir/test/logs"
 log="$logs/deb.log"

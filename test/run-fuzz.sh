@@ -2,19 +2,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds test/fuzz/fuzz_ipc_key.c with the whole module compiled in (every source instrumented: libFuzzer
 # coverage, AddressSanitizer, UndefinedBehaviorSanitizer) into BUILDDIR/test/fuzz-run with clang, against a
-# configured and built tree, and runs it on the mock driver for CUX_FUZZ_SECONDS (default 90) in
-# CUX_FUZZ_JOBS processes (default: the number of cores), from the committed seeds plus seeds of this host. Prints
+# configured and built tree, and runs it on the mock driver for CUX_TEST_FUZZ_SECONDS (default 90) in
+# CUX_TEST_FUZZ_JOBS processes (default: the number of cores), from the committed seeds plus seeds of this host. Prints
 # one line: "fuzz: N executions in S s, F findings" and exits 0, 1 on a finding or with fewer executions than
-# CUX_FUZZ_MIN_RUNS (default 0; the README's test command asks for 10 million), or 77 when clang's libFuzzer is
+# CUX_TEST_FUZZ_MIN_RUNS (default 0; the README's test command asks for 10 million), or 77 when clang's libFuzzer is
 # not installed (contrib/install-deps.sh installs it).
 #
 #   test/run-fuzz.sh [BUILDDIR]
 set -u
-builddir=$(cd "${1:-${CUX_BUILDDIR:-$PWD}}" && pwd)
+builddir=$(cd "${1:-${CUX_TEST_BUILDDIR:-$PWD}}" && pwd)
 top=$(cd "$(dirname "$0")/.." && pwd)
-seconds=${CUX_FUZZ_SECONDS:-90}
-jobs=${CUX_FUZZ_JOBS:-$(nproc)}
-min_runs=${CUX_FUZZ_MIN_RUNS:-0}
+seconds=${CUX_TEST_FUZZ_SECONDS:-90}
+jobs=${CUX_TEST_FUZZ_JOBS:-$(nproc)}
+min_runs=${CUX_TEST_FUZZ_MIN_RUNS:-0}
 work="$builddir/test/fuzz-run" # not test/fuzz: make dist would take what is there for the sources
 logs="$builddir/test/logs"
 mkdir -p "$work/corpus" "$logs"
@@ -75,7 +75,7 @@ if [ $rc -ne 0 ] || [ "$findings" -ne 0 ]; then
     exit 1
 fi
 if [ "$runs" -lt "$min_runs" ]; then
-    echo "fuzz: fewer than the $min_runs executions asked for (CUX_FUZZ_MIN_RUNS)"
+    echo "fuzz: fewer than the $min_runs executions asked for (CUX_TEST_FUZZ_MIN_RUNS)"
     exit 1
 fi
 exit 0

@@ -7,16 +7,16 @@
 #   2. against the mock driver (test/mock/): the copy suite on two emulated devices, then on one, so
 #      CI exercises the data path through the real libuct, then with PCI addresses, then the fuzzer on what a
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed (a finding, or fewer than
-#      CUX_FUZZ_MIN_RUNS executions, default 10 million), or skipped without clang), then the
+#      CUX_TEST_FUZZ_MIN_RUNS executions, default 10 million), or skipped without clang), then the
 #      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
 #      the parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
-#   3. with CUX_SANITIZER_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
-#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TSAN_BUILDDIR the threaded tests
+#   3. with CUX_TEST_ASAN_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
+#      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TEST_TSAN_BUILDDIR the threaded tests
 #      under ThreadSanitizer.
 # Logs go to test/logs/. Exit status is non-zero when anything failed.
 set -u
-builddir=${CUX_BUILDDIR:-$PWD}
+builddir=${CUX_TEST_BUILDDIR:-$PWD}
 bin="$builddir/test/cux_gtest"
 logs="$builddir/test/logs"
 mkdir -p "$logs"
@@ -70,7 +70,7 @@ run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_R
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # copies are asynchronous, done only when an event after them completes (MOCK_CUDA_ASYNC)
     run_suite mock-driver CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 \
-        GTEST_FILTER='copy*:ipc*:threads*:soak*:parity*:launcher_check.*:mpi.*:registration.*:stock_perftest.*:opcost.*' CUX_TEST_SUITE=mock \
+        GTEST_FILTER='copy*:ipc*:threads*:soak*:parity*:launcher_check.*:mpi.*:registration.*:ucp_programs.*:opcost.*' CUX_TEST_SUITE=mock \
         CUX_TEST_REQUIRE_GPU=1
     # one visible GPU takes its own fast path for short copies
     run_suite mock-driver-1gpu CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
@@ -80,8 +80,8 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
     # what a peer sends to cuda_ipc (addresses, keys, keys on an endpoint to a live exporter) under libFuzzer
     # with ASan and UBSan, the whole module instrumented, time-bounded; at least 10 million executions
-    echo "=== fuzz: test/run-fuzz.sh, ${CUX_FUZZ_SECONDS:-90} s"
-    CUX_FUZZ_MIN_RUNS=${CUX_FUZZ_MIN_RUNS:-10000000} run_script run-fuzz.sh
+    echo "=== fuzz: test/run-fuzz.sh, ${CUX_TEST_FUZZ_SECONDS:-90} s"
+    CUX_TEST_FUZZ_MIN_RUNS=${CUX_TEST_FUZZ_MIN_RUNS:-10000000} run_script run-fuzz.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
     # so only where asked (CUX_TEST_DEB=1: test/run-all.sh, CI), reported skipped otherwise
     if [ "${CUX_TEST_DEB:-0}" = 1 ]; then
@@ -98,7 +98,7 @@ fi
 
 # The same binary built with AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer (test/run-all.sh
 # builds it in build-asan): the CPU suites, and the cuda_ipc, parity and memory-domain suites on the mock.
-san=${CUX_SANITIZER_BUILDDIR:-}
+san=${CUX_TEST_ASAN_BUILDDIR:-}
 if [ -n "$san" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     san_env="ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1"
     san_env="$san_env LSAN_OPTIONS=suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp"
@@ -112,7 +112,7 @@ fi
 
 # ThreadSanitizer (test/run-all.sh builds it in build-tsan): threads with workers of their own sharing the memory
 # domains and the mapping cache, and one UCP worker shared by threads. A report fails the suite (exit code 66).
-tsan=${CUX_TSAN_BUILDDIR:-}
+tsan=${CUX_TEST_TSAN_BUILDDIR:-}
 if [ -n "$tsan" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     suite_bin="$tsan/test/cux_gtest"
     # UCX's memory hooks (libucm) catch the madvise of a thread's exit after ThreadSanitizer has let the thread
@@ -120,7 +120,7 @@ if [ -n "$tsan" ] && [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     run_suite sanitizers-thread TSAN_OPTIONS="halt_on_error=0 exitcode=66" CUX_TEST_SUITE=tsan \
         UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no \
         CUX_DRIVER_PATH="$tsan/test/.libs/libmockcuda.so" MOCK_CUDA_ASYNC=1 CUX_TEST_REQUIRE_GPU=1 \
-        GTEST_FILTER='threads*:ipc_transport.threads*:stock_perftest.ucp_data_check_with_threads*'
+        GTEST_FILTER='threads*:ipc_transport.threads*:ucp_programs.ucp_data_check_with_threads*'
     unset suite_bin
 fi
 

@@ -2,7 +2,7 @@
 /*
  * MPI users: two ranks of Debian's Open MPI exchange GPU buffers through its UCX layer (pml ucx), the module
  * brought in with the README's line, `eval "$(ucx-cuda-run --env)"` and mpirun -x for each variable, on the mock
- * driver; every message is data-checked (test/cux_mpi_check.c). Without the module the same run must fail:
+ * driver; every message is data-checked (test/cux_mpi_datacheck.c). Without the module the same run must fail:
  * UCP then takes the buffers for host memory and reads them before the fill lands.
  */
 #include "cux_test.h"
@@ -15,8 +15,8 @@ class mpi : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        if (access(build_path("test/cux_mpi_check").c_str(), X_OK) != 0) {
-            GTEST_SKIP() << "test/cux_mpi_check was not built (no mpicc: package libopenmpi-dev)";
+        if (access(build_path("test/cux_mpi_datacheck").c_str(), X_OK) != 0) {
+            GTEST_SKIP() << "test/cux_mpi_datacheck was not built (no mpicc: package libopenmpi-dev)";
         }
         if (run_command("command -v mpirun").status != 0) {
             GTEST_SKIP() << "no mpirun (package openmpi-bin)";
@@ -35,7 +35,7 @@ protected:
         return run_command(env + " CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so") +
                            " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun "
                            "--oversubscribe -np 2 --mca pml ucx --mca osc ^ucx " + mca + " -x CUX_DRIVER_PATH -x "
-                           "UCX_TLS" + x + " " + build_path("test/cux_mpi_check") + " 2>&1");
+                           "UCX_TLS" + x + " " + build_path("test/cux_mpi_datacheck") + " 2>&1");
     }
 };
 

@@ -4,7 +4,7 @@
  * the start and at the end: the interfaces' events and streams, the mapping cache, open file descriptors, the
  * resident host memory and (with a real driver) the GPU memory in use. Nothing may grow with the work done.
  *
- * CUX_SOAK_OPS operations and CUX_SOAK_BUFFERS buffers per transport (defaults 20000 and 200, small enough for
+ * CUX_TEST_SOAK_OPS operations and CUX_TEST_SOAK_BUFFERS buffers per transport (defaults 20000 and 200, small enough for
  * CI's mock run); the GPU host runs 500000 and 10000 per transport (10^6 operations in all).
  */
 #include "ipc_transport.h"
@@ -165,7 +165,7 @@ class soak_copy : public copy_transport {
  * buffer registered and deregistered as it is used; the last buffers' content checked at the end. */
 TEST_F(soak_copy, many_operations_over_many_buffers_hold_nothing_more_at_the_end)
 {
-    const unsigned long total = soak_env("CUX_SOAK_OPS", 20000), nbufs = soak_env("CUX_SOAK_BUFFERS", 200);
+    const unsigned long total = soak_env("CUX_TEST_SOAK_OPS", 20000), nbufs = soak_env("CUX_TEST_SOAK_BUFFERS", 200);
     const size_t size = 4096;
     std::vector<std::unique_ptr<buffer>> bufs;
     const std::vector<uint8_t> content(size, 0x3c); /* everywhere, so every copy moves the same bytes */
@@ -215,7 +215,7 @@ TEST_F(soak_copy, many_operations_over_many_buffers_hold_nothing_more_at_the_end
  * one buffer every 50 operations (a mapping costs about a millisecond on a GPU, a hit nothing). */
 TEST_F(ipc_transport, soak_many_operations_over_many_peer_buffers_hold_nothing_more_at_the_end)
 {
-    const unsigned long total = soak_env("CUX_SOAK_OPS", 20000), nbufs = soak_env("CUX_SOAK_BUFFERS", 200);
+    const unsigned long total = soak_env("CUX_TEST_SOAK_OPS", 20000), nbufs = soak_env("CUX_TEST_SOAK_BUFFERS", 200);
     const size_t size = 4096;
     destroy_ep();
     open_md({{"CACHE_MAX_REGIONS", std::to_string(nbufs / 4)}});

@@ -3,7 +3,7 @@
  * Threads: several threads, each with a worker and interfaces of its own, share one memory domain, the device
  * table and the process-wide mapping cache, as the threads of an application with a UCP worker each do. Every
  * transfer is data-checked. run-tests.sh also runs these under ThreadSanitizer (suite sanitizers-thread). One UCP
- * worker shared by threads (UCS_THREAD_MODE_MULTI) is test/cux_ucp_check --threads, run from test_perftest.cc.
+ * worker shared by threads (UCS_THREAD_MODE_MULTI) is test/cux_ucp_datacheck --threads, run from test_perftest.cc.
  */
 #include "ipc_transport.h"
 

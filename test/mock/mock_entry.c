@@ -59,7 +59,7 @@ MOCK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
 }
 #endif
 
-/* The driver's exported names, for programs that call the driver directly (test/cux_ucp_check.c): through
+/* The driver's exported names, for programs that call the driver directly (test/cux_ucp_datacheck.c): through
  * them, interposers such as libcux_memtype.so see the calls as they would with the real libcuda. */
 MOCK_EXPORT CUresult cuDeviceGetCount(int *n) { return m_cuDeviceGetCount(n); }
 MOCK_EXPORT CUresult cuDriverGetVersion(int *v) { return m_cuDriverGetVersion(v); }

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cux_ucp_check: data-checking UCP transfers between two processes, for every kind of GPU memory a program
+ * cux_ucp_datacheck: data-checking UCP transfers between two processes, for every kind of GPU memory a program
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_check [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] [--only I,J,...]
+ *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] [--only I,J,...]
  *                 [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
@@ -27,7 +27,7 @@
  * The VMM case (cuMemCreate with a POSIX descriptor handle type, as PyTorch's allocator makes memory) sends its
  * sizes twice and fails if either process holds more descriptors after the second pass than after the first.
  *
- * Built as cux_ucp_check_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
+ * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
  * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
  * when its memory kind is missing (no second GPU, no CUDA runtime, a driver without memory pools). Prints a

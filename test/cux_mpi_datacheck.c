@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cux_mpi_check: two MPI ranks send GPU buffers to each other through the MPI library's UCX layer (Open MPI's pml
+ * cux_mpi_datacheck: two MPI ranks send GPU buffers to each other through the MPI library's UCX layer (Open MPI's pml
  * ucx), the way an application that is not CUDA-aware at the MPI level but hands GPU pointers to MPI does. Each
  * message sits inside a larger allocation between guard bytes; rank 0 fills it with a plain synchronous copy and
  * sends it, rank 1 receives into a poisoned buffer, checks, changes the content and sends it back into the same
  * buffer of rank 0, which checks it. Sizes 8 B to 4 MiB (eager and rendezvous).
  *
- *   mpirun -np 2 ... cux_mpi_check        prints a line per size and "N passed, N failed"; exit 1 on a failure
+ *   mpirun -np 2 ... cux_mpi_datacheck        prints a line per size and "N passed, N failed"; exit 1 on a failure
  *
- * The driver is opened as cux_ucp_check opens it (CUX_DRIVER_PATH, else libcuda.so.1), GPU i for rank i when
+ * The driver is opened as cux_ucp_datacheck opens it (CUX_DRIVER_PATH, else libcuda.so.1), GPU i for rank i when
  * there are two.
  */
 #define _GNU_SOURCE
@@ -108,7 +108,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (nranks != 2) {
         if (rank == 0) {
-            fprintf(stderr, "cux_mpi_check: run with two ranks\n");
+            fprintf(stderr, "cux_mpi_datacheck: run with two ranks\n");
         }
         MPI_Finalize();
         return 2;

@@ -13,7 +13,7 @@
 
 using namespace cux_test;
 
-class stock_perftest : public ::testing::Test {
+class ucp_programs : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -63,20 +63,20 @@ protected:
         EXPECT_NE(std::string::npos, r.output.find("Final:")) << r.output;
     }
 
-    /* test/cux_ucp_check through the launcher: every kind of GPU memory, filled by plain synchronous copies,
+    /* test/cux_ucp_datacheck through the launcher: every kind of GPU memory, filled by plain synchronous copies,
      * sent back and forth and checked. */
     command_result ucp_check(const std::string &env, const std::string &args = "8 65539 1048576",
                              const std::string &tls = "self,sm,cuda_copy,cuda_ipc")
     {
         return run_command(m_env + env + " UCX_TLS=" + tls + " timeout 600 " + m_run + " " +
-                           build_path("test/cux_ucp_check") + " " + args);
+                           build_path("test/cux_ucp_datacheck") + " " + args);
     }
 
     std::string m_env, m_run;
     int         m_runs = 0;
 };
 
-TEST_F(stock_perftest, launcher_prints_the_environment_for_mpi_launchers)
+TEST_F(ucp_programs, launcher_prints_the_environment_for_mpi_launchers)
 {
     /* the suites run with UCX_MODULES=^cuda (no installed UCX's own module): UCX cannot open ours by name */
     command_result r = run_command(m_env + m_run + " --env");
@@ -101,7 +101,7 @@ TEST_F(stock_perftest, launcher_prints_the_environment_for_mpi_launchers)
     }
 }
 
-TEST_F(stock_perftest, launcher_in_hooks_mode_preloads_the_hooks_and_keeps_the_cache)
+TEST_F(ucp_programs, launcher_in_hooks_mode_preloads_the_hooks_and_keeps_the_cache)
 {
     command_result r = run_command(m_env + "CUX_MEMTYPE=hooks " + m_run + " --env");
     ASSERT_EQ(0, r.status) << r.output;
@@ -109,21 +109,21 @@ TEST_F(stock_perftest, launcher_in_hooks_mode_preloads_the_hooks_and_keeps_the_c
     EXPECT_EQ(std::string::npos, r.output.find("UCX_MEMTYPE_CACHE")) << r.output;
 }
 
-TEST_F(stock_perftest, launcher_rejects_an_unknown_detection_mode)
+TEST_F(ucp_programs, launcher_rejects_an_unknown_detection_mode)
 {
     command_result r = run_command(m_env + "CUX_MEMTYPE=guess " + m_run + " true");
     EXPECT_EQ(2, r.status);
     EXPECT_NE(std::string::npos, r.output.find("CUX_MEMTYPE must be query or hooks")) << r.output;
 }
 
-TEST_F(stock_perftest, launcher_without_the_module_says_so)
+TEST_F(ucp_programs, launcher_without_the_module_says_so)
 {
     command_result r = run_command("CUX_MODULE=/nonexistent/libuct_cuda.so.0 " + m_run + " true");
     EXPECT_EQ(1, r.status);
     EXPECT_NE(std::string::npos, r.output.find("/nonexistent/libuct_cuda.so.0 not found")) << r.output;
 }
 
-TEST_F(stock_perftest, perftest_lists_cuda_memory)
+TEST_F(ucp_programs, perftest_lists_cuda_memory)
 {
     CUX_SKIP_WITHOUT_UCX_TOOLS();
     command_result r = run_command(m_env + m_run + " " + CUX_TEST_UCX_PREFIX + "/bin/ucx_perftest -h");
@@ -131,39 +131,39 @@ TEST_F(stock_perftest, perftest_lists_cuda_memory)
     EXPECT_NE(std::string::npos, r.output.find("cuda-managed")) << r.output;
 }
 
-TEST_F(stock_perftest, tag_bw_gpu_to_gpu_over_cuda_ipc)
+TEST_F(ucp_programs, tag_bw_gpu_to_gpu_over_cuda_ipc)
 {
     CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
 
-TEST_F(stock_perftest, tag_bw_host_to_gpu_over_cuda_copy)
+TEST_F(ucp_programs, tag_bw_host_to_gpu_over_cuda_copy)
 {
     CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy", "-t tag_bw -m host,cuda -s 1048576 -n 20 -w 2");
 }
 
-TEST_F(stock_perftest, tag_lat_gpu_memory)
+TEST_F(ucp_programs, tag_lat_gpu_memory)
 {
     CUX_SKIP_WITHOUT_UCX_TOOLS();
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_lat -m cuda -s 8 -n 200 -w 20");
 }
 
-TEST_F(stock_perftest, tag_bw_gpu_to_gpu_with_allocation_hooks)
+TEST_F(ucp_programs, tag_bw_gpu_to_gpu_with_allocation_hooks)
 {
     CUX_SKIP_WITHOUT_UCX_TOOLS();
     m_env += "CUX_MEMTYPE=hooks ";
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
 
-TEST_F(stock_perftest, ucp_data_check_with_memory_queries)
+TEST_F(ucp_programs, ucp_data_check_with_memory_queries)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query");
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
 }
 
-TEST_F(stock_perftest, ucp_data_check_with_allocation_hooks)
+TEST_F(ucp_programs, ucp_data_check_with_allocation_hooks)
 {
     command_result r = ucp_check("CUX_MEMTYPE=hooks");
     EXPECT_EQ(0, r.status) << r.output;
@@ -172,7 +172,7 @@ TEST_F(stock_perftest, ucp_data_check_with_allocation_hooks)
 
 /* Every size across UCP's protocol thresholds (short, bcopy, zcopy, rendezvous), messages inside larger
  * allocations, one buffer sent back and forth: both ways of recognising GPU memory. */
-TEST_F(stock_perftest, ucp_data_check_across_protocol_thresholds)
+TEST_F(ucp_programs, ucp_data_check_across_protocol_thresholds)
 {
     for (const char *mode : {"query", "hooks"}) {
         command_result r = ucp_check(std::string("CUX_MEMTYPE=") + mode, "--sweep");
@@ -184,7 +184,7 @@ TEST_F(stock_perftest, ucp_data_check_across_protocol_thresholds)
 /* The regression test of synchronous fills: without synchronous memory operations (CUX_SYNC_MEMOPS=n) the mock
  * lands a pageable fill late, as the GPU may, and the data check sees stale data; the application-side remedy
  * (--fill-sync) passes without the module's help; the 12.0-driver path (the pointer attribute) passes too. */
-TEST_F(stock_perftest, synchronous_fills_arrive_stale_without_synchronous_memory_operations)
+TEST_F(ucp_programs, synchronous_fills_arrive_stale_without_synchronous_memory_operations)
 {
     for (const char *mode : {"query", "hooks"}) {
         SCOPED_TRACE(mode);
@@ -213,7 +213,7 @@ TEST_F(stock_perftest, synchronous_fills_arrive_stale_without_synchronous_memory
 /* Peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings ask; tcp for active messages:
  * UCP 1.13's shared-memory transports have none): UCP still puts cuda_ipc on the endpoint, the data check
  * passes, and a rendezvous send to a peer that was killed ends in an error instead of hanging. */
-TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
+TEST_F(ucp_programs, ucp_data_check_with_peer_error_handling)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query", "--kill-peer --only 0,1 8 1048576",
                                  "self,tcp,cuda_copy,cuda_ipc");
@@ -227,7 +227,7 @@ TEST_F(stock_perftest, ucp_data_check_with_peer_error_handling)
 
 /* One UCP worker in UCS_THREAD_MODE_MULTI shared by four threads in each process, each thread with buffers and
  * tags of its own, every transfer data-checked: the module under UCP's worker lock from many threads. */
-TEST_F(stock_perftest, ucp_data_check_with_threads_sharing_one_worker)
+TEST_F(ucp_programs, ucp_data_check_with_threads_sharing_one_worker)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query", "--threads 4 --only 0,2,3 8 65539 1048576");
     EXPECT_EQ(0, r.status) << r.output;
@@ -239,7 +239,7 @@ TEST_F(stock_perftest, ucp_data_check_with_threads_sharing_one_worker)
  * format, or no key at all. UCP 1.13 aborts an importer whose unpack fails with anything but
  * UCS_ERR_UNREACHABLE; the module answers that for every key it cannot use, so the rendezvous carries on
  * another way and the data arrives. */
-TEST_F(stock_perftest, ucp_rendezvous_with_spoiled_keys_completes_another_way)
+TEST_F(ucp_programs, ucp_rendezvous_with_spoiled_keys_completes_another_way)
 {
     for (const char *how : {"checksum", "version", "zero"}) {
         SCOPED_TRACE(how);
@@ -261,7 +261,7 @@ TEST_F(stock_perftest, ucp_rendezvous_with_spoiled_keys_completes_another_way)
 /* Issue 20: UCX 1.22's InfiniBand domains register only memory flagged registrable. With cuda_ipc made to require
  * the flag too (test/preload/require_registrable.c), UCP must still register the GPU buffers it sends with it,
  * whether the flags come from the memory query or from the memory-type cache that our hooks fill. */
-TEST_F(stock_perftest, ucp_registers_gpu_memory_with_a_domain_that_requires_registrable_memory)
+TEST_F(ucp_programs, ucp_registers_gpu_memory_with_a_domain_that_requires_registrable_memory)
 {
     for (const char *mode : {"query", "hooks"}) {
         SCOPED_TRACE(mode);
@@ -277,7 +277,7 @@ TEST_F(stock_perftest, ucp_registers_gpu_memory_with_a_domain_that_requires_regi
 
 /* bench/cux_blocks (issue 22): many blocks per transfer, put and get, in one allocation and in many, first
  * transfers to new memory, two processes one way and three all to all; every block is checked. */
-TEST_F(stock_perftest, many_block_benchmark_checks_every_block)
+TEST_F(ucp_programs, many_block_benchmark_checks_every_block)
 {
     for (const char *shape : {"-n 2 -p one -k 1,100", "-n 3 -p all -k 1,20"}) {
         SCOPED_TRACE(shape);
@@ -291,7 +291,7 @@ TEST_F(stock_perftest, many_block_benchmark_checks_every_block)
 }
 
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
-TEST_F(stock_perftest, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
+TEST_F(ucp_programs, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query UCX_MEMTYPE_CACHE=y");
     if ((r.status == 0) && (r.output.find("cache says host for cuMemAlloc memory") == std::string::npos)) {
