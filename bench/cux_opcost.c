@@ -8,7 +8,7 @@
  * Prints one line per measurement: name, nanoseconds per operation (median of 5 rounds).
  */
 #include "driver/cux_driver.h"
-#include "base/cux_device.h"
+#include "driver/cux_device.h"
 #include "base/cux_ptr.h"
 #include "ipc/cux_ipc_rkey.h"
 #include "ipc/cux_ipc_proof.h"

@@ -12,7 +12,7 @@
  * device table. These names, ucs_module_global_init and the launcher's marker are the library's whole export
  * list (src/libuct_cuda.map).
  */
-#include "base/cux_device.h"
+#include "driver/cux_device.h"
 #include "base/cux_md.h"
 #include "compat/cux_ucx_compat.h"
 

@@ -3,7 +3,7 @@
  * Asynchronous completion engine: see cux_completion.h.
  */
 #include "cux_completion.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -141,6 +141,7 @@ ucs_status_t cux_completion_event_arm(cux_completion_t *completion, unsigned eve
 
 ucs_status_t cux_completion_pending_add(cux_completion_t *completion, uct_ep_h ep, uct_pending_req_t *req);
 
-void cux_completion_pending_purge(cux_completion_t *completion, uct_ep_h ep, uct_pending_purge_callback_t cb, void *arg);
+void cux_completion_pending_purge(cux_completion_t *completion, uct_ep_h ep, uct_pending_purge_callback_t cb,
+                                  void *arg);
 
 #endif

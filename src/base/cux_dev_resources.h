@@ -8,7 +8,7 @@
 #define CUX_DEV_RESOURCES_H_
 
 #include "cux_completion.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 typedef struct cux_dev_res {
     CUcontext          ctx;

@@ -3,7 +3,7 @@
  * Per-context CUDA event pool: see cux_event_pool.h.
  */
 #include "cux_event_pool.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -6,7 +6,7 @@
 #ifndef CUX_LINK_PERF_H_
 #define CUX_LINK_PERF_H_
 
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 /* An end of a link that is host memory (pinned) rather than a device ordinal. */
 #define CUX_LINK_HOST (-1)

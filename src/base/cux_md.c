@@ -3,7 +3,7 @@
  * What both memory domains do the same way: see cux_md.h.
  */
 #include "cux_md.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
 

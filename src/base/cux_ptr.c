@@ -3,7 +3,7 @@
  * Pointer attribute queries: see cux_ptr.h.
  */
 #include "cux_ptr.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 #include <string.h>
 

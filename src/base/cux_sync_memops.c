@@ -3,7 +3,7 @@
  * Synchronous memory operations: see cux_sync_memops.h.
  */
 #include "cux_sync_memops.h"
-#include "cux_device.h"
+#include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
 #include <pthread.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.21: what changed since 1.20. Internal interface ops lose iface_query_v2 and iface_mem_element_pack
- * again (ep_get_device_ep stays); memory domain ops gain mem_elem_pack; cuda_ipc flags RKEY_PTR. Included by cux_ucx_compat.h only.
+ * again (ep_get_device_ep stays); memory domain ops gain mem_elem_pack; cuda_ipc flags RKEY_PTR. Included by
+ * cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_21_H_
 #define CUX_UCX_1_21_H_

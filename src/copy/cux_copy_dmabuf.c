@@ -3,7 +3,7 @@
  * DMA-BUF descriptors for GPU memory: see cux_copy_dmabuf.h.
  */
 #include "cux_copy_dmabuf.h"
-#include "base/cux_device.h"
+#include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>

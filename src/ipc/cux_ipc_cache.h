@@ -6,9 +6,9 @@
  * (exporting process, local device, allocation base). A hit makes no driver call and no proof: it is served
  * only to a key of the same allocation (buffer id, length, handle, secret: cux_ipc_rkey_same_allocation) from
  * the same process (its start time), and the key it was mapped from was proven then. A freed and re-allocated
- * buffer at the same address is a new allocation: its stale mapping is dropped, never served. Mappings that no operation is using sit on an LRU list and are unmapped
- * when the cache exceeds its bounds (regions, bytes); mappings in use are never unmapped. With caching off a
- * mapping lives only while operations use it.
+ * buffer at the same address is a new allocation: its stale mapping is dropped, never served. Mappings that no
+ * operation is using sit on an LRU list and are unmapped when the cache exceeds its bounds (regions, bytes);
+ * mappings in use are never unmapped. With caching off a mapping lives only while operations use it.
  *
  * Driver work is behind the map/unmap callbacks, so the logic is tested without a GPU.
  */

@@ -7,7 +7,7 @@
  *
  * The table is referenced weakly: preloaded into any other program, the library does nothing.
  */
-#include "base/cux_device.h"
+#include "driver/cux_device.h"
 
 #include <tools/perf/lib/libperf_int.h>
 #include <ucs/debug/log.h>

@@ -18,7 +18,7 @@
  */
 #include "ipc/cux_ipc_rkey.h"
 #include "driver/cux_driver.h"
-#include "base/cux_device.h"
+#include "driver/cux_device.h"
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
