@@ -51,4 +51,6 @@ if [ "${CUX_TEST_NO_SANITIZERS:-0}" != 1 ]; then
 fi
 # CI builds, installs, checks and removes the Debian package (test/run-deb.sh); CUX_TEST_DEB=0 leaves it out
 export CUX_TEST_DEB=${CUX_TEST_DEB:-1}
+# and runs make distcheck (test/run-distcheck.sh); CUX_TEST_DISTCHECK=0 leaves it out
+export CUX_TEST_DISTCHECK=${CUX_TEST_DISTCHECK:-1}
 exec ../test/run-tests.sh

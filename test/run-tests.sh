@@ -9,7 +9,8 @@
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: passed, failed (a finding, or fewer than
 #      CUX_TEST_FUZZ_MIN_RUNS executions, default 10 million), or skipped without clang), then the
 #      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
-#      the parity suite as on a 12.0 driver.
+#      make distcheck (test/run-distcheck.sh, one test, with CUX_TEST_DISTCHECK=1 only), then the parity suite
+#      as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
 #   3. with CUX_TEST_ASAN_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
 #      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TEST_TSAN_BUILDDIR the threaded tests
@@ -89,6 +90,14 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         run_script run-deb.sh
     else
         echo "=== deb: skipped (CUX_TEST_DEB=1 builds, installs and removes the Debian package)"
+        skipped=$((skipped + 1))
+    fi
+    # make distcheck (test/run-distcheck.sh): only where asked (CUX_TEST_DISTCHECK=1: test/run-all.sh, CI)
+    if [ "${CUX_TEST_DISTCHECK:-0}" = 1 ]; then
+        echo "=== distcheck: test/run-distcheck.sh"
+        run_script run-distcheck.sh
+    else
+        echo "=== distcheck: skipped (CUX_TEST_DISTCHECK=1 runs make distcheck)"
         skipped=$((skipped + 1))
     fi
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
