@@ -225,33 +225,52 @@ static size_t check_vmm_size(size_t size, const CUmemAllocationProp *prop)
     return (size + granularity - 1) / granularity * granularity;
 }
 
-static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
+/* cuMemCreate memory of a device, exportable as a POSIX file descriptor. */
+static CUmemAllocationProp vmm_prop(int device)
 {
     CUmemAllocationProp prop = {0};
-    CUmemAccessDesc access   = {0};
-    CUmemGenericAllocationHandle handle;
 
-    if (!cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
-        !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free) {
-        return CHECK_SKIP;
-    }
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id          = device;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    access.location           = prop.location;
-    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return prop;
+}
+
+static int vmm_missing(void)
+{
+    return !cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
+           !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free;
+}
+
+/* A new allocation of len bytes mapped at at, readable and writable from the device; the mapping holds it. */
+static int vmm_map_new(int device, CUdeviceptr at, size_t len)
+{
+    CUmemAllocationProp prop = vmm_prop(device);
+    CUmemAccessDesc access   = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle handle;
+    int rc;
+
+    if (cu.vmm_create(&handle, len, &prop, 0)) {
+        return -1;
+    }
+    rc = (cu.vmm_map(at, len, 0, handle, 0) || cu.vmm_set_access(at, len, &access, 1)) ? -1 : 0;
+    cu.vmm_release(handle);
+    return rc;
+}
+
+static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
+{
+    CUmemAllocationProp prop = vmm_prop(device);
+
+    if (vmm_missing()) {
+        return CHECK_SKIP;
+    }
     size = check_vmm_size(size, &prop);
-    if ((size == 0) || cu.vmm_create(&handle, size, &prop, 0)) {
+    if ((size == 0) || cu.vmm_reserve(dptr, size, 0, 0, 0)) {
         return -1;
     }
-    if (cu.vmm_reserve(dptr, size, 0, 0, 0) || cu.vmm_map(*dptr, size, 0, handle, 0) ||
-        cu.vmm_set_access(*dptr, size, &access, 1)) {
-        cu.vmm_release(handle);
-        return -1;
-    }
-    cu.vmm_release(handle); /* the mapping holds the allocation */
-    return 0;
+    return vmm_map_new(device, *dptr, size);
 }
 
 /* PyTorch's expandable segments: one reserved range, several cuMemCreate allocations mapped one after another,
@@ -261,50 +280,26 @@ static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
 
 static int vmm_split_layout(int device, size_t size, size_t *first_p, size_t *second_p, size_t *offset_p)
 {
-    CUmemAllocationProp prop = {0};
+    CUmemAllocationProp prop = vmm_prop(device);
 
-    prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id   = device;
-    *first_p           = check_vmm_size(CHECK_LEAD + CHECK_SPLIT_AT, &prop);
-    *offset_p          = *first_p - CHECK_LEAD - CHECK_SPLIT_AT;
-    *second_p          = check_vmm_size(*offset_p + size - *first_p + 1, &prop);
+    *first_p  = check_vmm_size(CHECK_LEAD + CHECK_SPLIT_AT, &prop);
+    *offset_p = *first_p - CHECK_LEAD - CHECK_SPLIT_AT;
+    *second_p = check_vmm_size(*offset_p + size - *first_p + 1, &prop);
     return (*first_p != 0) && (*second_p != 0);
 }
 
 static int vmm_split_alloc(int device, size_t size, CUdeviceptr *dptr)
 {
-    CUmemAllocationProp prop = {0};
-    CUmemAccessDesc access   = {0};
-    CUmemGenericAllocationHandle handle[2];
-    size_t len[2], offset;
+    size_t first, second, offset;
     CUdeviceptr base;
-    int i;
 
-    if (!cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
-        !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free) {
+    if (vmm_missing()) {
         return CHECK_SKIP;
     }
-    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = device;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    access.location           = prop.location;
-    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (!vmm_split_layout(device, size, &len[0], &len[1], &offset) ||
-        cu.vmm_reserve(&base, len[0] + len[1], 0, 0, 0)) {
+    if (!vmm_split_layout(device, size, &first, &second, &offset) ||
+        cu.vmm_reserve(&base, first + second, 0, 0, 0) || vmm_map_new(device, base, first) ||
+        vmm_map_new(device, base + first, second)) {
         return -1;
-    }
-    for (i = 0; i < 2; ++i) {
-        CUdeviceptr at = base + (i ? len[0] : 0);
-        if (cu.vmm_create(&handle[i], len[i], &prop, 0)) {
-            return -1;
-        }
-        if (cu.vmm_map(at, len[i], 0, handle[i], 0) || cu.vmm_set_access(at, len[i], &access, 1)) {
-            cu.vmm_release(handle[i]);
-            return -1;
-        }
-        cu.vmm_release(handle[i]); /* the mapping holds the allocation */
     }
     *dptr = base + offset;
     return 0;
@@ -323,12 +318,9 @@ static void vmm_split_free(int device, CUdeviceptr dptr, size_t size)
 
 static void vmm_free(int device, CUdeviceptr dptr, size_t size)
 {
-    CUmemAllocationProp prop = {0};
+    CUmemAllocationProp prop = vmm_prop(device);
 
-    prop.type          = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id   = device;
-    size               = check_vmm_size(size, &prop);
+    size = check_vmm_size(size, &prop);
     cu.vmm_unmap(dptr, size);
     cu.vmm_address_free(dptr, size);
 }
