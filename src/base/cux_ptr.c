@@ -32,7 +32,7 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     ucs_status_t status;
 
     /* Unlike cuPointerGetAttribute(), this returns success with zeroed values for unknown host memory. */
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, cux_ptr_asks_mapping ? num_attrs : num_attrs - 2,
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, num_attrs - (cux_ptr_asks_mapping ? 0 : 2),
                           attrs, data, (CUdeviceptr)(uintptr_t)address);
     if ((status != UCS_OK) && cux_ptr_asks_mapping) {
         status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, num_attrs - 2, attrs, data,
@@ -71,4 +71,3 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     info->buffer_id = bid;
     return UCS_OK;
 }
-

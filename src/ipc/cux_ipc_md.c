@@ -384,12 +384,6 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
 }
 
 /*
- * UCP 1.16 and later cache these registrations (cache_mem_types: its rendezvous registers only through memory
- * domains it may cache) and learn of freed GPU memory only from allocation hooks, which a stock UCX lacks. A
- * cached registration can so outlive its allocation while a new one takes the address: before a key goes to
- * a peer, it is checked against the allocation at the buffer now, and made again if that is another one.
- */
-/*
  * Packs key for the buffer [start, start + length). A buffer that runs past the key's allocation (PyTorch's
  * expandable segments map several allocations one after another into one range) gets a key of kind NONE: the
  * peer takes another path for it instead of reaching past the one allocation it could map.
@@ -413,6 +407,12 @@ static void cux_ipc_key_pack(const cux_ipc_rkey_t *key, const void *start, size_
     memcpy(rkey_buffer, &none, sizeof(none));
 }
 
+/*
+ * UCP 1.16 and later cache these registrations (cache_mem_types: its rendezvous registers only through memory
+ * domains it may cache) and learn of freed GPU memory only from allocation hooks, which a stock UCX lacks. A
+ * cached registration can so outlive its allocation while a new one takes the address: before a key goes to
+ * a peer, it is checked against the allocation at the buffer now, and made again if that is another one.
+ */
 /* Whether the key describes the allocation info describes. */
 static int cux_ipc_key_is_of(const cux_ipc_rkey_t *key, const cux_ptr_info_t *info)
 {
