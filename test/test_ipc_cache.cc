@@ -4,6 +4,7 @@
  */
 #include "ipc_transport.h"
 
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -126,7 +127,7 @@ TEST_F(ipc_cache, purging_one_process_keeps_the_others_and_waits_for_mappings_in
 
 TEST_F(ipc_cache, lru_bound_on_regions)
 {
-    cux_ipc_cache_configure(&m_cache, 1, 8, SIZE_MAX);
+    cux_ipc_cache_configure(&m_cache, 1, 8, SIZE_MAX, UCS_TIME_INFINITY);
     for (uint64_t i = 0; i < 100; ++i) {
         cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
         EXPECT_LE(m_cache.num_regions, 8ul);
@@ -139,7 +140,7 @@ TEST_F(ipc_cache, lru_bound_on_regions)
 
 TEST_F(ipc_cache, lru_bound_on_bytes)
 {
-    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, 10 * 4096);
+    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, 10 * 4096, UCS_TIME_INFINITY);
     for (uint64_t i = 0; i < 50; ++i) {
         cux_ipc_cache_put(&m_cache, get(key(1, 0x1000 * (i + 1), i)));
         EXPECT_LE(m_cache.total_size, 10u * 4096);
@@ -148,7 +149,7 @@ TEST_F(ipc_cache, lru_bound_on_bytes)
 
 TEST_F(ipc_cache, regions_in_use_are_never_evicted)
 {
-    cux_ipc_cache_configure(&m_cache, 1, 2, SIZE_MAX);
+    cux_ipc_cache_configure(&m_cache, 1, 2, SIZE_MAX, UCS_TIME_INFINITY);
     std::vector<cux_ipc_region_t*> held;
     for (uint64_t i = 0; i < 5; ++i) {
         held.push_back(get(key(1, 0x1000 * (i + 1), i)));
@@ -196,7 +197,7 @@ TEST_F(ipc_cache, a_key_with_another_handle_is_not_served_the_cached_mapping)
 
 TEST_F(ipc_cache, disabled_cache_unmaps_after_use)
 {
-    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX, UCS_TIME_INFINITY);
     cux_ipc_region_t *a = get(key(1, 0x1000, 1));
     cux_ipc_region_t *b = get(key(1, 0x1000, 1));
     EXPECT_EQ(a, b) << "concurrent users must share the one mapping";
@@ -210,7 +211,7 @@ TEST_F(ipc_cache, turning_caching_off_releases_unused_mappings)
 {
     cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
     cux_ipc_region_t *held = get(key(1, 0x2000, 2));
-    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX);
+    cux_ipc_cache_configure(&m_cache, 0, ULONG_MAX, SIZE_MAX, UCS_TIME_INFINITY);
     EXPECT_EQ(1, m_drv.mapped);
     cux_ipc_cache_put(&m_cache, held);
     EXPECT_EQ(0, m_drv.mapped);
@@ -251,4 +252,27 @@ TEST_F(ipc_cache, a_new_process_with_a_reused_pid_is_not_served_the_old_mapping)
     cux_ipc_region_t *r = get(k, 0, 200);
     EXPECT_EQ(2, m_drv.opens);
     cux_ipc_cache_put(&m_cache, r);
+}
+
+/* A freed buffer stays allocated while a peer keeps it mapped: unused mappings go at the next operation once
+ * idle for longer than the bound, oldest first; mappings in use stay whatever their age (issue 22, item 5). */
+TEST_F(ipc_cache, unused_mappings_go_after_the_idle_bound_at_the_next_operation)
+{
+    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, SIZE_MAX, ucs_time_from_msec(30));
+    cux_ipc_region_t *held = get(key(1, 0x1000, 1));
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x2000, 2)));
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x3000, 3)));
+    EXPECT_EQ(3, m_drv.mapped);
+    usleep(80000);
+    cux_ipc_cache_put(&m_cache, get(key(2, 0x4000, 4))); /* any operation: the two idle ones go */
+    EXPECT_EQ(2, m_drv.mapped) << "the mapping in use and the new one stay";
+    EXPECT_EQ(2ul, m_cache.stats.expired);
+    cux_ipc_cache_put(&m_cache, held);
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1))); /* used again within the bound: a hit */
+    EXPECT_EQ(4, m_drv.opens);
+
+    cux_ipc_cache_configure(&m_cache, 1, ULONG_MAX, SIZE_MAX, UCS_TIME_INFINITY);
+    usleep(50000);
+    cux_ipc_cache_put(&m_cache, get(key(3, 0x5000, 5)));
+    EXPECT_EQ(3, m_drv.mapped) << "with no bound, unused mappings stay";
 }

@@ -607,6 +607,27 @@ TEST_F(ipc_transport, cache_off_unmaps_after_use)
     remote_free(rb);
 }
 
+/* Issue 22, item 5: a peer frees a buffer this process has mapped; the mapping keeps it allocated until it is
+ * closed. With an idle bound it goes at this process's next operation after the bound, whatever buffer that
+ * operation uses; the mock's count of imported mappings shows it. */
+TEST_F(ipc_transport, a_freed_peer_buffer_is_unmapped_after_the_idle_bound)
+{
+    open_md({{"CACHE_MAX_IDLE", "50ms"}});
+    start_peer();
+    buffer local(buf_kind::cuda0, 4096);
+    remote_buf freed = remote_alloc(4096, 0, 1), other = remote_alloc(4096, 0, 2);
+    ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, freed.addr, freed.rkey.rkey));
+    const unsigned long regions = cache().regions;
+    remote_free(freed);
+    usleep(120000);
+    ASSERT_EQ(UCS_OK, zcopy(true, local.ptr(), 4096, other.addr, other.rkey.rkey));
+    EXPECT_EQ(regions, cache().regions) << "the freed buffer's mapping went, the other's came";
+    if (using_mock_driver()) {
+        EXPECT_EQ(1, mock_live("mappings")) << "only the buffer still in use is mapped";
+    }
+    remote_free(other);
+}
+
 /* What the driver does with the memory of a process that is gone varies (seen on the GPU host: a handle of a
  * small buffer still opened, as its allocation chunk was mapped already). What must hold: every operation
  * finishes with a status, nothing hangs or crashes, and the interface still flushes. */

@@ -89,7 +89,8 @@ TEST(registration, stock_ucx_info_shows_every_variable)
     for (const char *var : {"UCX_CUDA_COPY_PIN_HOST=y", "UCX_CUDA_COPY_MAX_POLL=16",
                             "UCX_CUDA_COPY_MAX_INFLIGHT=inf", "UCX_CUDA_COPY_BW=", "UCX_CUDA_COPY_LAT=",
                             "UCX_CUDA_COPY_OVERHEAD=", "UCX_CUDA_IPC_CACHE=y", "UCX_CUDA_IPC_CACHE_MAX_REGIONS=",
-                            "UCX_CUDA_IPC_CACHE_MAX_SIZE=", "UCX_CUDA_IPC_MAX_POLL=", "UCX_CUDA_IPC_BW=",
+                            "UCX_CUDA_IPC_CACHE_MAX_SIZE=", "UCX_CUDA_IPC_CACHE_MAX_IDLE=10", "UCX_CUDA_IPC_MAX_POLL=",
+                            "UCX_CUDA_IPC_BW=",
                             "UCX_CUDA_IPC_LAT="}) {
         EXPECT_NE(std::string::npos, r.output.find(var)) << var << " missing in:\n" << r.output;
     }

@@ -31,6 +31,7 @@ void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, 
     cache->enabled     = 1;
     cache->max_regions = ULONG_MAX;
     cache->max_size    = SIZE_MAX;
+    cache->max_idle    = UCS_TIME_INFINITY;
 }
 
 static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
@@ -71,12 +72,34 @@ static void cux_ipc_cache_trim(cux_ipc_cache_t *cache)
     }
 }
 
-void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size)
+/* Unmap unused mappings older than max_idle, oldest first (the LRU list is in release order). */
+static void cux_ipc_cache_expire(cux_ipc_cache_t *cache)
+{
+    cux_ipc_region_t *region;
+    ucs_time_t now;
+
+    if ((cache->max_idle == UCS_TIME_INFINITY) || ucs_list_is_empty(&cache->lru)) {
+        return;
+    }
+    now = ucs_get_time();
+    while (!ucs_list_is_empty(&cache->lru)) {
+        region = ucs_list_head(&cache->lru, cux_ipc_region_t, lru);
+        if (now - region->unused_since <= cache->max_idle) {
+            break;
+        }
+        ++cache->stats.expired;
+        cux_ipc_cache_detach(cache, region);
+    }
+}
+
+void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size,
+                             ucs_time_t max_idle)
 {
     pthread_mutex_lock(&cache->lock);
     cache->enabled     = enabled;
     cache->max_regions = max_regions;
     cache->max_size    = max_size;
+    cache->max_idle    = max_idle;
     if (!enabled) {
         while (!ucs_list_is_empty(&cache->lru)) {
             cux_ipc_cache_detach(cache, ucs_list_head(&cache->lru, cux_ipc_region_t, lru));
@@ -160,6 +183,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 
     bucket = cux_ipc_cache_bucket(rkey->pid, device, rkey->base);
     pthread_mutex_lock(&cache->lock);
+    cux_ipc_cache_expire(cache);
 
     for (region = cache->buckets[bucket]; region != NULL; region = region->next) {
         if ((region->pid == rkey->pid) && (region->device == device) && (region->base == rkey->base)) {
@@ -232,6 +256,7 @@ void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
         if (region->detached) {
             cux_ipc_region_unmap(cache, region);
         } else {
+            region->unused_since = ucs_get_time();
             ucs_list_add_tail(&cache->lru, &region->lru);
             if (!cache->enabled) {
                 cux_ipc_cache_detach(cache, region);

@@ -7,8 +7,10 @@
  * only to a key of the same allocation (buffer id, length, handle, secret: cux_ipc_rkey_same_allocation) from
  * the same process (its start time), and the key it was mapped from was proven then. A freed and re-allocated
  * buffer at the same address is a new allocation: its stale mapping is dropped, never served. Mappings that no
- * operation is using sit on an LRU list and are unmapped when the cache exceeds its bounds (regions, bytes);
- * mappings in use are never unmapped. With caching off a mapping lives only while operations use it.
+ * operation is using sit on an LRU list and are unmapped when the cache exceeds its bounds (regions, bytes), or
+ * at the next operation once unused for longer than max_idle: a buffer its owner freed, which the mapping keeps
+ * allocated, is given back within that time of its last use here. Mappings in use are never unmapped. With
+ * caching off a mapping lives only while operations use it.
  *
  * Driver work is behind the map/unmap callbacks, so the logic is tested without a GPU.
  */
@@ -18,6 +20,7 @@
 #include "cux_ipc_rkey.h"
 
 #include <ucs/datastruct/list.h>
+#include <ucs/time/time.h>
 #include <pthread.h>
 #include <stddef.h>
 
@@ -33,6 +36,7 @@ typedef struct cux_ipc_region {
     cux_ipc_rkey_t        key;        /* the key it was mapped from */
     void                  *mapped;    /* local address of base */
     unsigned              refcount;   /* operations using the mapping */
+    ucs_time_t            unused_since; /* when the last operation released it (on the LRU list) */
     int                   detached;   /* no longer in the cache: unmapped at the last release */
 } cux_ipc_region_t;
 
@@ -51,19 +55,21 @@ typedef struct cux_ipc_cache {
     int                       enabled;
     unsigned long             max_regions;
     size_t                    max_size;
+    ucs_time_t                max_idle;     /* UCS_TIME_INFINITY: unused mappings stay */
     unsigned long             num_regions;  /* mappings in the cache, used or not */
     size_t                    total_size;
     ucs_list_link_t           lru;          /* unused mappings, least recently used first */
     cux_ipc_region_t          *buckets[CUX_IPC_CACHE_BUCKETS];
     struct {
-        unsigned long         hits, misses, stale, evictions;
+        unsigned long         hits, misses, stale, evictions, expired;
     } stats;
 } cux_ipc_cache_t;
 
 void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, void *arg);
 
 /* Bounds and caching mode; applies from the next operation. */
-void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size);
+void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size,
+                             ucs_time_t max_idle);
 
 /* Unmaps everything unused; mappings in use are detached and unmapped when released. */
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache);

@@ -223,13 +223,13 @@ void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsi
     pthread_mutex_unlock(&cux_ipc_cache.lock);
 }
 
-void cux_ipc_import_attach(int cache_enable, unsigned long max_regions, size_t max_size)
+void cux_ipc_import_attach(int cache_enable, unsigned long max_regions, size_t max_size, ucs_time_t max_idle)
 {
     pthread_once(&cux_ipc_cache_once, cux_ipc_cache_do_init);
     pthread_mutex_lock(&cux_ipc_cache.lock);
     ++cux_ipc_md_count;
     pthread_mutex_unlock(&cux_ipc_cache.lock);
-    cux_ipc_cache_configure(&cux_ipc_cache, cache_enable, max_regions, max_size);
+    cux_ipc_cache_configure(&cux_ipc_cache, cache_enable, max_regions, max_size, max_idle);
 }
 
 void cux_ipc_import_detach(void)

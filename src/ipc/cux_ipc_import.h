@@ -26,7 +26,7 @@ extern cux_ipc_cache_t cux_ipc_cache;
 
 /* A memory domain opens (and sets the cache's bounds: the last one opened wins) or closes; the last to close
  * empties the cache. */
-void cux_ipc_import_attach(int cache_enable, unsigned long max_regions, size_t max_size);
+void cux_ipc_import_attach(int cache_enable, unsigned long max_regions, size_t max_size, ucs_time_t max_idle);
 void cux_ipc_import_detach(void);
 
 /* rkey_unpack and rkey_release of the cuda_ipc component. */

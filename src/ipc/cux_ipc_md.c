@@ -34,6 +34,12 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "Most bytes of remote allocations kept mapped, with the same eviction rule.",
      ucs_offsetof(cux_ipc_md_config_t, cache_max_size), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"CACHE_MAX_IDLE", "10s",
+     "A mapping no operation has used for longer than this is closed at this process's next cuda_ipc\n"
+     "operation. A mapping keeps the peer's buffer allocated after the peer frees it; this bounds how long.\n"
+     "'inf' keeps unused mappings until the bounds above close them.",
+     ucs_offsetof(cux_ipc_md_config_t, cache_max_idle), UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"PEER_PROOF", "auto",
      "How a peer proves that its address and the keys it sends are its own, before any of its memory is\n"
      "mapped. Both ways read the identity and keys back from the peer's memory (process_vm_readv) where the\n"
@@ -535,7 +541,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
         max_regions = 1;
     }
     /* Process-wide: the last memory domain opened sets the bounds. */
-    cux_ipc_import_attach(config->cache_enable, max_regions, config->cache_max_size);
+    cux_ipc_import_attach(config->cache_enable, max_regions, config->cache_max_size, config->cache_max_idle);
     *md_p = &md->super;
     return UCS_OK;
 }

@@ -25,6 +25,7 @@ typedef struct cux_ipc_md_config {
     int             cache_enable;
     unsigned long   cache_max_regions;
     size_t          cache_max_size;
+    ucs_time_t      cache_max_idle;
     int             peer_proof;   /* cux_ipc_proof_mode_t */
 } cux_ipc_md_config_t;
 
