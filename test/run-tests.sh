@@ -66,6 +66,17 @@ run_script() {
     esac
 }
 
+# A test script that runs only where a variable asks for it (=1), and is reported skipped otherwise.
+run_script_if_asked() { # variable, name, script, what it does
+    if [ "${!1:-0}" = 1 ]; then
+        echo "=== $2: test/$3"
+        run_script "$3"
+    else
+        echo "=== $2: skipped ($1=1 $4)"
+        skipped=$((skipped + 1))
+    fi
+}
+
 # On a GPU host (CUX_TEST_REQUIRE_GPU=1) a missing device fails the GPU tests instead of skipping them.
 run_suite system-driver CUX_TEST_SUITE=system ${CUX_TEST_REQUIRE_GPU:+CUX_TEST_REQUIRE_GPU=1}
 if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
@@ -84,22 +95,9 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     echo "=== fuzz: test/run-fuzz.sh, ${CUX_TEST_FUZZ_SECONDS:-90} s"
     CUX_TEST_FUZZ_MIN_RUNS=${CUX_TEST_FUZZ_MIN_RUNS:-10000000} run_script run-fuzz.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
-    # so only where asked (CUX_TEST_DEB=1: test/run-all.sh, CI), reported skipped otherwise
-    if [ "${CUX_TEST_DEB:-0}" = 1 ]; then
-        echo "=== deb: test/run-deb.sh"
-        run_script run-deb.sh
-    else
-        echo "=== deb: skipped (CUX_TEST_DEB=1 builds, installs and removes the Debian package)"
-        skipped=$((skipped + 1))
-    fi
-    # make distcheck (test/run-distcheck.sh): only where asked (CUX_TEST_DISTCHECK=1: test/run-all.sh, CI)
-    if [ "${CUX_TEST_DISTCHECK:-0}" = 1 ]; then
-        echo "=== distcheck: test/run-distcheck.sh"
-        run_script run-distcheck.sh
-    else
-        echo "=== distcheck: skipped (CUX_TEST_DISTCHECK=1 runs make distcheck)"
-        skipped=$((skipped + 1))
-    fi
+    # so only where asked (test/run-all.sh, CI); then make distcheck (test/run-distcheck.sh), likewise
+    run_script_if_asked CUX_TEST_DEB deb run-deb.sh "builds, installs and removes the Debian package"
+    run_script_if_asked CUX_TEST_DISTCHECK distcheck run-distcheck.sh "runs make distcheck"
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1
