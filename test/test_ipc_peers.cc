@@ -247,6 +247,13 @@ TEST_F(ipc_transport, registrations_of_one_vmm_allocation_share_one_descriptor)
     size_t size = 4 << 20;
     CUdeviceptr dptr;
     ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size, &dptr));
+    { /* the first export opens the driver's control descriptor (the mock's too), kept for the process's life */
+        uct_mem_h memh;
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &key));
+        ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
     const long before = open_descriptors();
     std::vector<uct_mem_h> memhs;
     for (size_t off = 0; off + 65536 <= size; off += 65536) { /* 64 ranges, as UCP's registration cache keeps */

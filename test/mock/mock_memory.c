@@ -328,11 +328,11 @@ CUresult m_cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr p)
         pthread_mutex_unlock(&mock_lock);
         return CUDA_ERROR_NOT_FOUND;
     }
-    if (base != NULL) {
-        *base = a->start;
+    if (base != NULL) { /* as the pointer attributes: a cuMemMap mapping's range is its whole reservation */
+        *base = mock_range_of(a).start;
     }
     if (size != NULL) {
-        *size = a->size;
+        *size = mock_range_of(a).size;
     }
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
