@@ -14,12 +14,8 @@ prefix=$2
 cuda=${3:-/usr/local/cuda}
 jobs=$(nproc)
 
-if [ -f "$src" ]; then
-    dir=$(mktemp -d)
-    tar -C "$dir" -xzf "$src"
-    src=$(ls -d "$dir"/ucx-*)
-fi
-src=$(cd "$src" && pwd)
+. "$(dirname "$0")/ucx-src-dir.sh"
+src=$(ucx_src_dir "$src")
 [ -x "$src/configure" ] || { echo "build-reference-ucx: $src has no configure (run contrib/prepare-ucx-src.sh)" >&2; exit 1; }
 
 build="$src/build-cuda"

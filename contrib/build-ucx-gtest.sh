@@ -20,12 +20,8 @@ prefix=$2
 cuda=${3:-/usr/local/cuda}
 jobs=$(nproc)
 
-if [ -f "$src" ]; then
-    dir=$(mktemp -d)
-    tar -C "$dir" -xzf "$src"
-    src=$(ls -d "$dir"/ucx-*)
-fi
-src=$(cd "$src" && pwd)
+. "$(dirname "$0")/ucx-src-dir.sh"
+src=$(ucx_src_dir "$src")
 am=$src/test/gtest/Makefile.am
 [ -f "$am" ] || { echo "build-ucx-gtest: $src has no test/gtest" >&2; exit 1; }
 
