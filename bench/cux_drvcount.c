@@ -9,6 +9,10 @@
  * Counting is off until a program turns it on: cux_drvcount_enable(1) (found with dlopen(RTLD_NOLOAD) of the
  * injection path) counts the calls of the calling thread; cux_drvcount_report(f, per) prints each function's
  * calls divided by per, and resets. bench/cux_blocks does this around its timed transfers.
+ *
+ * A program that knows nothing of it (ucx_perftest) is counted whole, every thread from cuInit to exit, with
+ * CUX_DRVCOUNT_AT_EXIT=N: at exit it prints each function's calls divided by N (the number of messages) to
+ * standard error, one line per process.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* CUPTI's callback API, as declared in cupti_callbacks.h. */
 typedef int cupti_result_t;
@@ -36,12 +41,14 @@ typedef void (*cupti_callback_t)(void *userdata, cupti_domain_t domain, cupti_cb
 static uint64_t     drvcount_calls[DRVCOUNT_MAX_CBID];
 static const char  *drvcount_names[DRVCOUNT_MAX_CBID];
 static __thread int drvcount_on;
+static int          drvcount_all;     /* CUX_DRVCOUNT_AT_EXIT: every thread counts */
+static double       drvcount_at_exit; /* its divisor */
 
 static void drvcount_callback(void *userdata, cupti_domain_t domain, cupti_cbid_t cbid, const void *data)
 {
     const cupti_callback_data_t *cb = data;
     (void)userdata;
-    if (!drvcount_on || (domain != CUPTI_CB_DOMAIN_DRIVER_API) || (cb->callbackSite != CUPTI_API_ENTER) ||
+    if (!(drvcount_on || drvcount_all) || (domain != CUPTI_CB_DOMAIN_DRIVER_API) || (cb->callbackSite != CUPTI_API_ENTER) ||
         (cbid >= DRVCOUNT_MAX_CBID)) {
         return;
     }
@@ -66,6 +73,13 @@ __attribute__((visibility("default"))) void cux_drvcount_report(FILE *f, double 
     }
 }
 
+static void drvcount_report_at_exit(void)
+{
+    fprintf(stderr, "cux_drvcount pid %d, calls per %.0f:", (int)getpid(), drvcount_at_exit);
+    cux_drvcount_report(stderr, drvcount_at_exit);
+    fprintf(stderr, "\n");
+}
+
 /* Called by the driver at cuInit when CUDA_INJECTION64_PATH names this library. */
 __attribute__((visibility("default"))) int InitializeInjection(void)
 {
@@ -74,6 +88,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
                            "/usr/local/cuda/lib64/libcupti.so"};
     cupti_result_t (*subscribe)(cupti_subscriber_t*, cupti_callback_t, void*);
     cupti_result_t (*enable_domain)(uint32_t, cupti_subscriber_t, cupti_domain_t);
+    const char *at_exit = getenv("CUX_DRVCOUNT_AT_EXIT");
     cupti_subscriber_t subscriber;
     void *cupti = NULL;
 
@@ -90,6 +105,11 @@ __attribute__((visibility("default"))) int InitializeInjection(void)
         enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API)) {
         fprintf(stderr, "cux_drvcount: CUPTI refused the subscription: driver calls are not counted\n");
         return 0;
+    }
+    if ((at_exit != NULL) && (atof(at_exit) > 0)) {
+        drvcount_at_exit = atof(at_exit);
+        drvcount_all     = 1;
+        atexit(drvcount_report_at_exit);
     }
     return 1;
 }

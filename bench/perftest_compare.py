@@ -54,6 +54,14 @@ ONE_GPU_HOST_CASES = [
         ("one GPU: tag_lat host->cuda 8B", "tag_lat", 8, "host,cuda", 2000, 200, COPY_TLS, (0, 0)),
 ]
 
+
+def small_cases(where, placement, tests=("tag_bw", "ucp_put_bw", "ucp_get")):
+    """Issue 22, item 2: tag_bw, put and get of GPU memory from 1 KB to 64 KB."""
+    return [(f"{where}: {test} cuda {size // KB}KB", test, size, "cuda", 2000, 200, IPC_TLS, placement)
+            for test in tests
+            for size in (1 * KB, 2 * KB, 4 * KB, 8 * KB, 16 * KB, 32 * KB, 64 * KB)]
+
+
 CASE_SETS = {
     "copy": [
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
@@ -98,6 +106,11 @@ CASE_SETS = {
     ] + ONE_GPU_HOST_CASES,
     # Issue 12's stretch: two processes on one GPU (run it once as it is, once with the MPS daemon started).
     "one-gpu": [("one GPU: tag_lat cuda 8B", "tag_lat", 8, "cuda", 2000, 200, IPC_TLS, (0, 0))] + ONE_GPU_HOST_CASES,
+    # Issue 22, item 2: small messages, every size from 1 KB to 64 KB, both processes on one GPU ("small") or
+    # on GPU0 and GPU1 ("small-two-gpus").
+    "small": small_cases("one GPU", (0, 0)),
+    "small-two-gpus": small_cases("GPU0->GPU1", None),
+    "small-tag-bw": small_cases("one GPU", (0, 0), ("tag_bw",)),
     # Host memory only, with the CUDA transports enabled: what they change for messages that never touch a GPU
     # (compare with a module entry whose UCX_TLS is ^cuda).
     "host": [
