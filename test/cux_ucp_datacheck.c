@@ -24,8 +24,8 @@
  * The "across two allocations" cases map two cuMemCreate allocations one after another into one reserved range,
  * as PyTorch's expandable segments do, and every message longer than 4 KB spans the boundary.
  *
- * The VMM case (cuMemCreate with a POSIX descriptor handle type, as PyTorch's allocator makes memory) sends its
- * sizes twice and fails if either process holds more descriptors after the second pass than after the first.
+ * The VMM and shareable-pool cases (cuMemCreate or a pool with a POSIX descriptor handle type) send their
+ * sizes twice and fail if either process holds more descriptors after the second pass than after the first.
  *
  * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
  *
@@ -58,7 +58,9 @@
 #define CHECK_GUARD  64      /* bytes past the message that must stay untouched */
 #define CHECK_POISON 0xa5
 
-typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT } check_kind_t;
+typedef enum {
+    KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT, KIND_POOL_FD
+} check_kind_t;
 
 #ifdef CUX_CHECK_STATIC_CUDART
 #define CHECK_RUNTIME_NAME "cudaMalloc (static runtime)"
@@ -68,7 +70,8 @@ typedef enum { KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND
 
 static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
                                    CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)",
-                                   "two cuMemCreate in one range"};
+                                   "two cuMemCreate in one range",
+                                   "cuMemAllocFromPoolAsync (pool with POSIX fd)"};
 
 typedef struct {
     check_kind_t kind;
@@ -94,6 +97,8 @@ static const check_case_t check_cases[] = {
     {"VMM GPU0 -> VMM GPU0, two processes", {KIND_VMM, 0},   {KIND_VMM, 0}},
     {"VMM across two allocations GPU0 -> GPU1", {KIND_VMM_SPLIT, 0}, {KIND_VMM_SPLIT, 1}},
     {"VMM across two allocations GPU0 -> GPU0, two processes", {KIND_VMM_SPLIT, 0}, {KIND_VMM_SPLIT, 0}},
+    {"shareable pool GPU0 -> shareable pool GPU1", {KIND_POOL_FD, 0}, {KIND_POOL_FD, 1}},
+    {"shareable pool GPU0 -> GPU0, two processes", {KIND_POOL_FD, 0}, {KIND_POOL_FD, 0}},
 };
 
 #define CHECK_MAX_SIZES 128
@@ -122,6 +127,7 @@ static struct {
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*ctx_sync)(void);
     CUresult (*default_pool)(CUmemoryPool*, CUdevice);
+    CUresult (*pool_create)(CUmemoryPool*, const CUmemPoolProps*);
     CUresult (*alloc_pool)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
     CUresult (*free_async)(CUdeviceptr, CUstream);
     CUresult (*stream_sync)(CUstream);
@@ -175,6 +181,7 @@ static int cuda_open(int device)
     CHECK_SYM(copy, "cuMemcpy");
     CHECK_SYM(ctx_sync, "cuCtxSynchronize");
     CHECK_SYM(default_pool, "cuDeviceGetDefaultMemPool");
+    CHECK_SYM(pool_create, "cuMemPoolCreate");
     CHECK_SYM(alloc_pool, "cuMemAllocFromPoolAsync");
     CHECK_SYM(free_async, "cuMemFreeAsync");
     CHECK_SYM(stream_sync, "cuStreamSynchronize");
@@ -325,6 +332,32 @@ static void vmm_free(int device, CUdeviceptr dptr, size_t size)
     cu.vmm_address_free(dptr, size);
 }
 
+/* The pool of a KIND_POOL kind: the device's default pool (no shareable handle type), or one made once with the
+ * POSIX descriptor handle type, as an application makes its pools shareable (RMM, PyTorch's pool IPC). */
+static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
+{
+    static CUmemoryPool shareable;
+    CUmemPoolProps props = {};
+
+    if (!cu.alloc_pool || !cu.stream_sync || !cu.free_async) {
+        return CHECK_SKIP;
+    }
+    if (mem->kind == KIND_POOL) {
+        return (cu.default_pool && !cu.default_pool(pool, mem->device)) ? 0 : CHECK_SKIP;
+    }
+    if (shareable == NULL) {
+        props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id   = mem->device;
+        if (!cu.pool_create || cu.pool_create(&shareable, &props)) {
+            return CHECK_SKIP;
+        }
+    }
+    *pool = shareable;
+    return 0;
+}
+
 /* Returns 0, CHECK_SKIP when this kind of memory is not available here, or -1. */
 static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
 {
@@ -349,13 +382,16 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
         }
         break;
     case KIND_POOL:
-        if (!cu.default_pool || !cu.alloc_pool || !cu.stream_sync || cu.default_pool(&pool, mem->device)) {
-            return CHECK_SKIP;
+    case KIND_POOL_FD: {
+        int rc = mem_pool(mem, &pool);
+        if (rc != 0) {
+            return rc;
         }
         if (cu.alloc_pool(&dptr, size, pool, NULL) || cu.stream_sync(NULL)) {
             return -1;
         }
         break;
+    }
     case KIND_VMM:
     case KIND_VMM_SPLIT: {
         int rc = (mem->kind == KIND_VMM) ? vmm_alloc(mem->device, size, &dptr) :
@@ -391,6 +427,7 @@ static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
         free(ptr);
         break;
     case KIND_POOL:
+    case KIND_POOL_FD:
         cu.free_async((uintptr_t)ptr, NULL);
         cu.stream_sync(NULL);
         break;
@@ -737,6 +774,7 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     void *buf;
     ucp_ep_h ep;
     long fds[2] = {-1, -1};
+    int counts_fds = (mem->kind == KIND_VMM) || (mem->kind == KIND_POOL_FD);
     int rc, s, pass;
 
     for (s = 0; s < check_num_sizes; ++s) {
@@ -795,10 +833,10 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     }
 
     rc = 0;
-    /* VMM memory is exported as a descriptor: with UCP 1.16+ caching registrations, and UCP 1.13 registering per
-     * message, the count must not grow with the messages sent. Its sizes are sent twice, the descriptors counted
-     * after each pass. */
-    for (pass = 0; (pass < ((mem->kind == KIND_VMM) ? 2 : 1)) && (check_threads == 1); ++pass) {
+    /* VMM and pool memory are exported as descriptors: with UCP 1.16+ caching registrations, and UCP 1.13
+     * registering per message, the count must not grow with the messages sent. Their sizes are sent twice, the
+     * descriptors counted after each pass. */
+    for (pass = 0; (pass < (counts_fds ? 2 : 1)) && (check_threads == 1); ++pass) {
         if (pass > 0) { /* poison again: the first pass's largest message covered the guards of the smaller */
             memset(host, CHECK_POISON, total);
             rc = mem_copy(mem, buf, host, total);
@@ -808,7 +846,7 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
         }
         fds[pass] = count_fds();
     }
-    if ((rc == 0) && (mem->kind == KIND_VMM) && (check_threads == 1)) {
+    if ((rc == 0) && counts_fds && (check_threads == 1)) {
         printf("    %s: %ld open descriptors after the first pass over the sizes, %ld after the second\n",
                is_sender ? "sender" : "receiver", fds[0], fds[1]);
         fflush(stdout);

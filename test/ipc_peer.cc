@@ -2,6 +2,7 @@
 /*
  * The cuda_ipc tests' peer process and its connection: see ipc_peer.h.
  */
+#include <dlfcn.h>
 #include "cux_test.h"
 #include "ipc_peer.h"
 
@@ -96,6 +97,63 @@ void ipc_peer::stop()
     }
 }
 
+/* Driver functions the module does not call, found in the driver it loaded. */
+static void *driver_sym(const char *name)
+{
+    const char *path = getenv("CUX_DRIVER_PATH");
+    void *lib        = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+    return (lib != nullptr) ? dlsym(lib, name) : nullptr;
+}
+
+/* The device's pool of a kind: made once with the POSIX descriptor handle type, or the device's default. */
+static CUresult pool_of(int device, uint64_t kind, CUmemoryPool *pool)
+{
+    static CUmemoryPool made[64];
+    auto create      = (CUresult(*)(CUmemoryPool*, const CUmemPoolProps*))driver_sym("cuMemPoolCreate");
+    auto get_default = (CUresult(*)(CUmemoryPool*, CUdevice))driver_sym("cuDeviceGetDefaultMemPool");
+    CUmemPoolProps props = {};
+
+    if (kind == alloc_pool_default) {
+        return (get_default != nullptr) ? get_default(pool, device) : CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (made[device] == nullptr) {
+        props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id   = device;
+        CUresult res = (create != nullptr) ? create(&made[device], &props) : CUDA_ERROR_NOT_SUPPORTED;
+        if (res != CUDA_SUCCESS) {
+            return res;
+        }
+    }
+    *pool = made[device];
+    return CUDA_SUCCESS;
+}
+
+/* Stream-ordered memory from a pool, on the default stream, complete on return (as an application that
+ * synchronises before it hands the buffer to UCX). */
+static CUresult pool_alloc(int device, uint64_t kind, size_t size, CUdeviceptr *dptr)
+{
+    auto alloc = (CUresult(*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream))driver_sym("cuMemAllocFromPoolAsync");
+    CUmemoryPool pool;
+    CUresult res = pool_of(device, kind, &pool);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    res = (alloc != nullptr) ? alloc(dptr, size, pool, nullptr) : CUDA_ERROR_NOT_SUPPORTED;
+    return (res == CUDA_SUCCESS) ? cux_drv.cuStreamSynchronize(nullptr) : res;
+}
+
+static CUresult pool_free(CUdeviceptr dptr)
+{
+    auto free_async = (CUresult(*)(CUdeviceptr, CUstream))driver_sym("cuMemFreeAsync");
+    CUresult res    = (free_async != nullptr) ? free_async(dptr, nullptr) : CUDA_ERROR_NOT_SUPPORTED;
+
+    return (res == CUDA_SUCCESS) ? cux_drv.cuStreamSynchronize(nullptr) : res;
+}
+
 /* Allocate device memory of a kind on a device; size is rounded up for cuMemCreate. */
 CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
 {
@@ -110,6 +168,8 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
     cux_drv.cuCtxPushCurrent(ctx);
     if (kind == alloc_legacy) {
         res = cux_drv.cuMemAlloc(dptr, *size);
+    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
+        res = pool_alloc(device, kind, *size, dptr);
     } else {
         prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -149,6 +209,8 @@ CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
     cux_drv.cuCtxPushCurrent(ctx);
     if (kind == alloc_legacy) {
         res = cux_drv.cuMemFree(dptr);
+    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
+        res = pool_free(dptr);
     } else {
         res = cux_drv.cuMemUnmap(dptr, size);
         if (res == CUDA_SUCCESS) {

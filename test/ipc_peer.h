@@ -16,8 +16,11 @@ namespace cux_test {
  * not read its memory nor take its descriptors, as under Yama's ptrace_scope=1 for a non-root sibling. */
 enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump };
 
-/* How the peer allocates: cuMemAlloc, or cuMemCreate with or without a POSIX fd handle type. */
-enum alloc_kind : uint64_t { alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2 };
+/* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, or from a memory pool
+ * made with that handle type or from the device's default pool (which has none). */
+enum alloc_kind : uint64_t {
+    alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2, alloc_pool_fd = 3, alloc_pool_default = 4
+};
 
 struct peer_msg {
     peer_op  op;

@@ -19,8 +19,10 @@ struct fake_driver {
     int      capacity = 0; /* most mappings open at once, 0 for no limit */
     uint64_t next   = 0x100000;
 
-    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p)
+    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p,
+                            void **held_p)
     {
+        *held_p = nullptr;
         fake_driver *d = (fake_driver*)arg;
         if (d->fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
             return UCS_ERR_NO_MEMORY;

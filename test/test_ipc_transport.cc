@@ -307,22 +307,30 @@ TEST_F(ipc_transport, a_key_naming_another_process_is_refused_on_this_endpoint)
 }
 
 /* Finding: a VMM import took whatever descriptor number the key named in the exporter, which may have been
- * closed and reused, here for another exported allocation: the import then mapped that one. */
-TEST_F(ipc_transport, a_vmm_key_naming_another_descriptor_is_refused)
+ * closed and reused, here for another exported allocation: the import then mapped that one. The same holds for
+ * a pool's descriptor (here b's: a pool of another device). */
+TEST_F(ipc_transport, a_key_naming_another_descriptor_is_refused)
 {
-    remote_buf a = remote_alloc(2 << 20, 0, 1, alloc_vmm_fd), b = remote_alloc(4 << 20, 0, 2, alloc_vmm_fd);
-    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)a.rkey.rkey;
-    ASSERT_EQ(CUX_IPC_KIND_VMM_FD, forged.kind);
-    forged.export_fd = ((const cux_ipc_rkey_t*)b.rkey.rkey)->export_fd;
-    cux_ipc_rkey_seal(&forged);
-    uct_rkey_bundle_t bundle;
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
-    buffer local(buf_kind::cuda0, 4096);
-    EXPECT_NE(UCS_OK, zcopy(false, local.ptr(), 4096, a.addr, bundle.rkey)) << "read another allocation";
-    uct_rkey_release(m_component, &bundle);
-    round_trip(local, a, 4096, 71);
-    remote_free(b);
-    remote_free(a);
+    for (uint64_t kind : {alloc_vmm_fd, alloc_pool_fd}) {
+        SCOPED_TRACE((kind == alloc_vmm_fd) ? "VMM" : "pool");
+        if ((kind == alloc_pool_fd) && (cux_device_count() < 2)) {
+            continue; /* one device has one pool: another pool's descriptor needs a second */
+        }
+        remote_buf a = remote_alloc(2 << 20, 0, 1, kind);
+        remote_buf b = remote_alloc(4 << 20, (kind == alloc_pool_fd) ? cux_device_count() - 1 : 0, 2, kind);
+        cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)a.rkey.rkey;
+        ASSERT_EQ((kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD : CUX_IPC_KIND_POOL_FD, forged.kind);
+        forged.export_fd = ((const cux_ipc_rkey_t*)b.rkey.rkey)->export_fd;
+        cux_ipc_rkey_seal(&forged);
+        uct_rkey_bundle_t bundle;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+        buffer local(buf_kind::cuda0, 4096);
+        EXPECT_NE(UCS_OK, zcopy(false, local.ptr(), 4096, a.addr, bundle.rkey)) << "read another allocation";
+        uct_rkey_release(m_component, &bundle);
+        round_trip(local, a, 4096, 71);
+        remote_free(b);
+        remote_free(a);
+    }
 }
 
 /* fork() after initialisation: in the child, registration, key packing and unpacking, and copies fail with an
@@ -489,6 +497,32 @@ TEST_F(ipc_transport, vmm_memory_travels_as_a_file_descriptor)
     }
 }
 
+/* Pool memory (issue 22, item 3): a pool made with the POSIX descriptor handle type travels as the pool's
+ * descriptor and the allocation's export data; the importer gives its device access to the imported pool. Two
+ * allocations of one pool are mapped at once, and each is unmapped by the cache when it closes. */
+TEST_F(ipc_transport, pool_memory_travels_as_the_pools_descriptor)
+{
+    const size_t size = (1 << 20) + 4097;
+    buffer local(buf_kind::cuda0, size), small(buf_kind::cuda0, 4096);
+    long mappings = mock_live("mappings"), pools = mock_live("imported pools");
+
+    for (int device = 0; device < std::min(cux_device_count(), 2); ++device) {
+        SCOPED_TRACE("peer GPU" + std::to_string(device));
+        remote_buf one = remote_alloc(size, device, 11, alloc_pool_fd);
+        remote_buf two = remote_alloc(4096, device, 12, alloc_pool_fd);
+        ASSERT_NE(0u, one.addr);
+        ASSERT_NE(0u, two.addr);
+        EXPECT_EQ(CUX_IPC_KIND_POOL_FD, ((const cux_ipc_rkey_t*)one.rkey.rkey)->kind);
+        round_trip(local, one, size, 41);
+        round_trip(small, two, 4096, 42);
+        remote_free(two);
+        remote_free(one);
+    }
+    cux_ipc_cache_purge(&cux_ipc_cache);
+    EXPECT_EQ(mappings, mock_live("mappings")) << "an imported pool allocation was not freed";
+    EXPECT_EQ(pools, mock_live("imported pools")) << "an imported pool was not destroyed";
+}
+
 /* UCP 1.16+ asserts that a cuda buffer registers with every memory domain it chose by memory type: memory that
  * cannot be shared registers, and its key makes the peer's unpack answer UNREACHABLE, so that UCP leaves
  * cuda_ipc out for the transfer (as for a key from another host). */
@@ -512,7 +546,7 @@ TEST_F(ipc_transport, vmm_memory_without_a_shareable_handle_registers_with_a_key
  * run under compute-sanitizer would see each failure as an error. */
 TEST_F(ipc_transport, memory_that_cannot_be_shared_is_recognised_without_a_failing_export_call)
 {
-    for (uint64_t kind : {alloc_vmm_private, alloc_vmm_fd, alloc_legacy}) {
+    for (uint64_t kind : {alloc_vmm_private, alloc_vmm_fd, alloc_legacy, alloc_pool_default, alloc_pool_fd}) {
         SCOPED_TRACE("allocation kind " + std::to_string(kind));
         size_t size = 2 << 20;
         CUdeviceptr dptr;
@@ -524,8 +558,9 @@ TEST_F(ipc_transport, memory_that_cannot_be_shared_is_recognised_without_a_faili
         EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
         cux_ipc_rkey_t key;
         memcpy(&key, packed.data(), sizeof(key));
-        EXPECT_EQ((kind == alloc_vmm_private) ? CUX_IPC_KIND_NONE :
-                  (kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD : CUX_IPC_KIND_LEGACY, key.kind);
+        EXPECT_EQ(((kind == alloc_vmm_private) || (kind == alloc_pool_default)) ? CUX_IPC_KIND_NONE :
+                  (kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD :
+                  (kind == alloc_pool_fd) ? CUX_IPC_KIND_POOL_FD : CUX_IPC_KIND_LEGACY, key.kind);
         EXPECT_EQ(failed_before, mock_live("failed exports")) << "an export call failed";
         EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
         EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, kind, dptr, size));

@@ -78,11 +78,19 @@
     _f(cuMemSetAccess, 10020) \
     _f(cuMemGetAllocationGranularity, 10020)
 
-/* Entry points used when the driver has them: NULL otherwise, and the caller falls back. */
+/* Entry points used when the driver has them: NULL otherwise, and the caller falls back. (The memory pool
+ * functions exist since CUDA 11.2, but a driver without them still serves every other kind of memory.) */
 #define CUX_DRIVER_OPTIONAL_FUNCS(_f) \
     _f(cuCtxSetFlags, 12010) \
     _f(cuMemGetHandleForAddressRange, 11070) \
-    _f(cuMemcpyBatchAsync, 13000)
+    _f(cuMemcpyBatchAsync, 13000) \
+    _f(cuMemPoolExportToShareableHandle, 11020) \
+    _f(cuMemPoolExportPointer, 11020) \
+    _f(cuMemPoolImportFromShareableHandle, 11020) \
+    _f(cuMemPoolImportPointer, 11020) \
+    _f(cuMemPoolGetAccess, 11020) \
+    _f(cuMemPoolSetAccess, 11020) \
+    _f(cuMemPoolDestroy, 11020)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 

@@ -179,7 +179,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     cux_ipc_region_t *region;
     ucs_status_t status;
     unsigned bucket;
-    void *mapped;
+    void *mapped, *held;
 
     bucket = cux_ipc_cache_bucket(rkey->pid, device, rkey->base);
     pthread_mutex_lock(&cache->lock);
@@ -210,10 +210,10 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     }
 
     ++cache->stats.misses;
-    status = cache->ops->map(cache->arg, rkey, device, peer, &mapped);
+    status = cache->ops->map(cache->arg, rkey, device, peer, &mapped, &held);
     while ((status == UCS_ERR_NO_MEMORY) && cux_ipc_cache_release_for(cache, device, rkey->length)) {
         /* out of mapping resources on this device: retry after giving back what it needs */
-        status = cache->ops->map(cache->arg, rkey, device, peer, &mapped);
+        status = cache->ops->map(cache->arg, rkey, device, peer, &mapped, &held);
     }
     if (status != UCS_OK) {
         pthread_mutex_unlock(&cache->lock);
@@ -223,7 +223,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
     if (region == NULL) {
         cux_ipc_region_t tmp = {.device = device, .length = rkey->length, .kind = rkey->kind,
-                                .mapped = mapped};
+                                .mapped = mapped, .held = held, .key = *rkey};
         cache->ops->unmap(cache->arg, &tmp);
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
@@ -236,6 +236,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     region->length     = rkey->length;
     region->key        = *rkey;
     region->mapped     = mapped;
+    region->held       = held;
     region->refcount   = 1;
     region->next       = cache->buckets[bucket];
     cache->buckets[bucket] = region;

@@ -35,14 +35,17 @@ typedef struct cux_ipc_region {
     int                   kind;       /* CUX_IPC_KIND_* of the key it was mapped from */
     cux_ipc_rkey_t        key;        /* the key it was mapped from */
     void                  *mapped;    /* local address of base */
+    void                  *held;      /* what else the mapping holds until unmapped (an imported pool) */
     unsigned              refcount;   /* operations using the mapping */
     ucs_time_t            unused_since; /* when the last operation released it (on the LRU list) */
     int                   detached;   /* no longer in the cache: unmapped at the last release */
 } cux_ipc_region_t;
 
 typedef struct cux_ipc_cache_ops {
-    /* peer: what the caller of cux_ipc_cache_get passed, for the proof and the import */
-    ucs_status_t (*map)(void *arg, const cux_ipc_rkey_t *rkey, int device, void *peer, void **mapped_p);
+    /* peer: what the caller of cux_ipc_cache_get passed, for the proof and the import; *held_p: whatever else
+     * the mapping holds, given back to unmap in region->held (NULL if nothing) */
+    ucs_status_t (*map)(void *arg, const cux_ipc_rkey_t *rkey, int device, void *peer, void **mapped_p,
+                        void **held_p);
     void         (*unmap)(void *arg, const cux_ipc_region_t *region);
 } cux_ipc_cache_ops_t;
 

@@ -70,131 +70,9 @@ static void cux_ipc_md_caps(uct_md_h md, cux_md_caps_t *caps)
 
 CUX_MD_QUERY_FUNC(cux_ipc_md_query, cux_ipc_md_caps)
 
-/*
- * Export a cuMemCreate allocation as a POSIX file descriptor, kept open in this process for importers to take
- * with pidfd_getfd. Works only if the allocation was created with that handle type requested.
- */
-static ucs_status_t cux_ipc_export_vmm(void *address, int *fd_p)
-{
-    CUmemGenericAllocationHandle handle;
-    ucs_status_t status;
-
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, address);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, fd_p, handle,
-                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
-    return status;
-}
-
-static cux_ipc_fd_export_t **cux_ipc_fd_export_bucket(cux_ipc_md_t *md, uint64_t base)
-{
-    return &md->fd_exports[(base >> 21) % CUX_IPC_FD_EXPORT_BUCKETS];
-}
-
-/*
- * The descriptor of a VMM allocation, shared by all its registrations: UCP 1.16+ caches registrations, one per
- * registered range, so many buffers of one allocation would otherwise hold a descriptor each. It is closed
- * when the last registration of the allocation is deregistered (or renewed by mkey_pack for the allocation now
- * at its address): at most one descriptor per allocation with a live registration.
- */
-static cux_ipc_fd_export_t *cux_ipc_fd_export_find(cux_ipc_md_t *md, uint64_t base, uint64_t length,
-                                                   uint64_t buffer_id)
-{
-    cux_ipc_fd_export_t *fdx;
-
-    for (fdx = *cux_ipc_fd_export_bucket(md, base); fdx != NULL; fdx = fdx->next) {
-        if ((fdx->base == base) && (fdx->length == length) && (fdx->buffer_id == buffer_id)) {
-            return fdx;
-        }
-    }
-    return NULL;
-}
-
-static ucs_status_t cux_ipc_fd_export_get(cux_ipc_md_t *md, const cux_ptr_info_t *info,
-                                          cux_ipc_fd_export_t **fdx_p)
-{
-    cux_ipc_fd_export_t *fdx, *made;
-    ucs_status_t status;
-    int fd;
-
-    ucs_spin_lock(&md->memo_lock);
-    fdx = cux_ipc_fd_export_find(md, (uintptr_t)info->base, info->length, info->buffer_id);
-    if (fdx != NULL) {
-        ++fdx->refcount;
-    }
-    ucs_spin_unlock(&md->memo_lock);
-    if (fdx != NULL) {
-        *fdx_p = fdx;
-        return UCS_OK;
-    }
-
-    /* export outside the lock (a driver call), then insert unless another thread did meanwhile */
-    status = cux_ipc_export_vmm(info->base, &fd);
-    if (status != UCS_OK) {
-        return status;
-    }
-    made = ucs_calloc(1, sizeof(*made), "cux_ipc_fd_export");
-    if (made == NULL) {
-        close(fd);
-        return UCS_ERR_NO_MEMORY;
-    }
-    *made = (cux_ipc_fd_export_t){.base = (uintptr_t)info->base, .length = info->length,
-                                  .buffer_id = info->buffer_id, .fd = fd, .refcount = 1};
-    ucs_spin_lock(&md->memo_lock);
-    fdx = cux_ipc_fd_export_find(md, made->base, made->length, made->buffer_id);
-    if (fdx != NULL) {
-        ++fdx->refcount;
-    } else {
-        made->next = *cux_ipc_fd_export_bucket(md, made->base);
-        *cux_ipc_fd_export_bucket(md, made->base) = made;
-        ++md->num_fd_exports;
-        fdx  = made;
-        made = NULL;
-    }
-    ucs_spin_unlock(&md->memo_lock);
-    if (made != NULL) {
-        close(made->fd);
-        ucs_free(made);
-    }
-    *fdx_p = fdx;
-    return UCS_OK;
-}
-
-static void cux_ipc_fd_export_put(cux_ipc_md_t *md, cux_ipc_fd_export_t *fdx)
-{
-    cux_ipc_fd_export_t **pp;
-    int last;
-
-    if (fdx == NULL) {
-        return;
-    }
-    ucs_spin_lock(&md->memo_lock);
-    last = (--fdx->refcount == 0);
-    if (last) {
-        for (pp = cux_ipc_fd_export_bucket(md, fdx->base); *pp != fdx; pp = &(*pp)->next) {
-        }
-        *pp = fdx->next;
-        --md->num_fd_exports;
-    }
-    ucs_spin_unlock(&md->memo_lock);
-    if (last) {
-        close(fdx->fd); /* importers hold their own duplicates */
-        ucs_free(fdx);
-    }
-}
-
 unsigned cux_ipc_md_num_fd_exports(uct_md_h tl_md)
 {
-    cux_ipc_md_t *md = ucs_derived_of(tl_md, cux_ipc_md_t);
-    unsigned n;
-
-    ucs_spin_lock(&md->memo_lock);
-    n = md->num_fd_exports;
-    ucs_spin_unlock(&md->memo_lock);
-    return n;
+    return cux_ipc_fd_exports_count(&ucs_derived_of(tl_md, cux_ipc_md_t)->fd_exports);
 }
 
 /* Seal the key where it lives: importers read it back from memh->key and compare (cux_ipc_proof.h). The secret
@@ -210,30 +88,63 @@ static void cux_ipc_memh_seal(cux_ipc_memh_t *memh)
 static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
 {
     explicit_bzero(&memh->key, sizeof(memh->key));
-    cux_ipc_fd_export_put(md, memh->fdx);
+    cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
     memh->fdx = NULL;
 }
 
+/* What the driver says an allocation can be exported as. */
+typedef struct {
+    int          legacy;   /* a legacy IPC handle (cuMemAlloc memory) */
+    int          fd;       /* a POSIX descriptor: of the allocation (cuMemCreate), or of its pool */
+    CUmemoryPool pool;     /* the allocation's memory pool, NULL if none */
+} cux_ipc_exportable_t;
+
 /*
- * What the driver says an allocation can be exported as, asked instead of provoked by export calls that fail
- * (each failure is an error in compute-sanitizer's report of the application). Both are tried when the driver
- * cannot say. The two attributes are booleans and bit masks of driver-chosen width: zeroed 64-bit values hold
- * either.
+ * Asked instead of provoked by export calls that fail (each failure is an error in compute-sanitizer's report
+ * of the application). Legacy and VMM exports are both tried when the driver cannot say. The attributes are
+ * booleans, bit masks of driver-chosen width and a handle: zeroed 64-bit values hold each.
  */
-static void cux_ipc_export_kinds(const cux_ptr_info_t *info, int *legacy_p, int *vmm_fd_p)
+static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_t *can)
 {
     CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES};
-    uint64_t legacy = 0, handle_types = 0;
-    void *data[]    = {&legacy, &handle_types};
+                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
+                                   CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
+    uint64_t legacy = 0, handle_types = 0, pool = 0;
+    void *data[]    = {&legacy, &handle_types, &pool};
 
-    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 2, attrs, data,
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 3, attrs, data,
                      (CUdeviceptr)(uintptr_t)info->base) != UCS_OK) {
-        *legacy_p = *vmm_fd_p = 1;
+        *can = (cux_ipc_exportable_t){.legacy = 1, .fd = 1, .pool = NULL};
         return;
     }
-    *legacy_p = (legacy != 0);
-    *vmm_fd_p = !!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    can->legacy = (legacy != 0);
+    can->fd     = !!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    can->pool   = (CUmemoryPool)(uintptr_t)pool;
+}
+
+/* Pool memory: the pool's descriptor and the allocation's place in the pool. The pointer is exported at the
+ * allocation's start, where the pool made it. */
+static ucs_status_t cux_ipc_memh_export_pool(cux_ipc_md_t *md, const cux_ptr_info_t *info, CUmemoryPool pool,
+                                             cux_ipc_memh_t *memh)
+{
+    ucs_status_t status;
+
+    if (cux_drv.cuMemPoolExportPointer == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    status = cux_ipc_fd_export_pool(&md->fd_exports, pool, &memh->fdx);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolExportPointer, &memh->key.pool_ptr,
+                          (CUdeviceptr)(uintptr_t)info->base);
+    if (status != UCS_OK) {
+        cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
+        memh->fdx = NULL;
+        return status;
+    }
+    memh->key.export_fd = memh->fdx->fd;
+    return UCS_OK;
 }
 
 static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
@@ -270,9 +181,9 @@ static void cux_ipc_memo_store(cux_ipc_md_t *md, const cux_ipc_memh_t *memh)
  * NONE when the allocation cannot be shared). */
 static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, cux_ipc_memh_t *memh)
 {
+    cux_ipc_exportable_t can;
     cux_ctx_guard_t guard;
     ucs_status_t status;
-    int legacy, vmm_fd;
 
     if (cux_ipc_memo_find(md, info, memh)) {
         cux_ipc_memh_seal(memh); /* the memo's key, kept here now */
@@ -283,23 +194,30 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     if (status != UCS_OK) {
         return status;
     }
-    cux_ipc_export_kinds(info, &legacy, &vmm_fd);
-    memh->key.kind      = CUX_IPC_KIND_LEGACY;
+    cux_ipc_export_kinds(info, &can);
     memh->key.export_fd = -1;
-    status = !legacy ? UCS_ERR_UNSUPPORTED :
-             CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
-                          (CUdeviceptr)(uintptr_t)info->base);
-    if (status != UCS_OK) {
-        /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
-        status = !vmm_fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_get(md, info, &memh->fdx);
-        memh->key.kind      = CUX_IPC_KIND_VMM_FD;
-        memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
+    if (can.pool != NULL) {
+        /* Pool memory: shareable if its pool was created with the descriptor handle type (not the default
+         * pool's). */
+        memh->key.kind = CUX_IPC_KIND_POOL_FD;
+        status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_memh_export_pool(md, info, can.pool, memh);
+    } else {
+        memh->key.kind = CUX_IPC_KIND_LEGACY;
+        status = !can.legacy ? UCS_ERR_UNSUPPORTED :
+                 CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
+                              (CUdeviceptr)(uintptr_t)info->base);
+        if (status != UCS_OK) {
+            /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
+            status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_vmm(&md->fd_exports, info, &memh->fdx);
+            memh->key.kind      = CUX_IPC_KIND_VMM_FD;
+            memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
+        }
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
-        ucs_debug("cuda_ipc: allocation %p+%zu has neither a legacy IPC handle nor an exportable file "
+        ucs_debug("cuda_ipc: allocation %p+%zu (%s) has neither a legacy IPC handle nor an exportable file "
                   "descriptor (%s): its key tells peers to take another path", info->base, info->length,
-                  ucs_status_string(status));
+                  (can.pool != NULL) ? "from a memory pool" : "no memory pool", ucs_status_string(status));
         memh->key.kind      = CUX_IPC_KIND_NONE;
         memh->key.export_fd = -1;
         memset(&memh->key.handle, 0, sizeof(memh->key.handle));
@@ -314,9 +232,9 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     memh->key.buffer_id  = info->buffer_id;
     memh->key.secret     = cux_ipc_proof_key_secret(&memh->key);
     cux_ipc_memh_seal(memh);
-    /* A VMM key holds a reference to its allocation's descriptor. A NONE key is remembered too, so that a
-     * buffer that cannot be shared costs its two failed exports once, not on every rendezvous. */
-    if (memh->key.kind != CUX_IPC_KIND_VMM_FD) {
+    /* A VMM or pool key holds a reference to a descriptor. A NONE key is remembered too, so that a buffer
+     * that cannot be shared is asked about once, not on every rendezvous. */
+    if (memh->fdx == NULL) {
         cux_ipc_memo_store(md, memh);
     }
     return UCS_OK;
@@ -491,6 +409,7 @@ CUX_MKEY_PACK_FUNC(cux_ipc_mkey_pack, cux_ipc_mkey_pack_impl)
 static void cux_ipc_md_close(uct_md_h md)
 {
     cux_ipc_import_detach();
+    cux_ipc_fd_exports_cleanup(&ucs_derived_of(md, cux_ipc_md_t)->fd_exports);
     ucs_spinlock_destroy(&ucs_derived_of(md, cux_ipc_md_t)->memo_lock);
     ucs_free(md);
 }
@@ -532,6 +451,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->pid             = getpid();
     md->proof           = (cux_ipc_proof_mode_t)config->peer_proof;
     ucs_spinlock_init(&md->memo_lock, 0);
+    cux_ipc_fd_exports_init(&md->fd_exports);
 
     max_regions = config->cache_max_regions;
     if (max_regions == 0) {

@@ -8,6 +8,7 @@
 #define CUX_IPC_MD_H_
 
 #include "compat/cux_ucx_compat.h"
+#include "cux_ipc_fd_export.h"
 #include "cux_ipc_rkey.h"
 #include "cux_ipc_proof.h"
 
@@ -29,18 +30,8 @@ typedef struct cux_ipc_md_config {
     int             peer_proof;   /* cux_ipc_proof_mode_t */
 } cux_ipc_md_config_t;
 
-/* An exported VMM allocation's descriptor, shared by every registration of the allocation. */
-typedef struct cux_ipc_fd_export {
-    struct cux_ipc_fd_export *next;
-    uint64_t                 base, length, buffer_id;
-    int                      fd;
-    unsigned                 refcount;  /* registrations using it */
-} cux_ipc_fd_export_t;
-
-#define CUX_IPC_FD_EXPORT_BUCKETS 64
-
 /* A registration: the sealed key, ready to pack and kept here for importers to read back (key.record is its
- * address), the owning device, and for VMM memory the descriptor it refers to. */
+ * address), the owning device, and for VMM and pool memory the descriptor it refers to. */
 typedef struct cux_ipc_memh {
     cux_ipc_rkey_t      key;
     int                 device;
@@ -58,10 +49,9 @@ typedef struct cux_ipc_md {
     uint64_t        system_id;
     pid_t           pid;
     cux_ipc_proof_mode_t proof;                   /* what peers must prove, for this domain's interfaces */
-    ucs_spinlock_t  memo_lock;                    /* the memo, the descriptors, keys renewed by mkey_pack */
+    ucs_spinlock_t  memo_lock;                    /* the memo, keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
-    cux_ipc_fd_export_t *fd_exports[CUX_IPC_FD_EXPORT_BUCKETS];
-    unsigned        num_fd_exports;
+    cux_ipc_fd_exports_t fd_exports;              /* descriptors kept for importers */
 } cux_ipc_md_t;
 
 #endif

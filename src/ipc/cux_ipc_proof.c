@@ -324,8 +324,8 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     }
     if (!peer->readable) {
         if (key->kind != CUX_IPC_KIND_LEGACY) {
-            return cux_ipc_peer_reject(peer, "pid %d's VMM memory needs its descriptor, which the OS does not let "
-                                       "this process take (same user and ptrace permission needed)", peer->pid);
+            return cux_ipc_peer_reject(peer, "pid %d's VMM or pool memory needs a descriptor, which the OS does not "
+                                       "let this process take (same user and ptrace permission needed)", peer->pid);
         }
         return UCS_OK; /* bound at mapping time by the pid in the handle */
     }

@@ -62,7 +62,7 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
         return cux_ipc_rkey_invalid("corrupt or truncated (checksum mismatch)");
     }
     if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
-        (rkey->kind != CUX_IPC_KIND_NONE)) {
+        (rkey->kind != CUX_IPC_KIND_NONE) && (rkey->kind != CUX_IPC_KIND_POOL_FD)) {
         return cux_ipc_rkey_invalid("unknown kind %u", rkey->kind);
     }
     if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {
@@ -88,3 +88,6 @@ int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *
            !memcmp(&a->dev_uuid, &b->dev_uuid, sizeof(a->dev_uuid)) &&
            !memcmp(&a->handle, &b->handle, sizeof(a->handle));
 }
+
+/* A pool allocation's export data takes the legacy handle's place: the key's layout is the same for every kind. */
+_Static_assert(sizeof(CUmemPoolPtrExportData) == sizeof(CUipcMemHandle), "pool export data and IPC handle differ");

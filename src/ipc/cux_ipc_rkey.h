@@ -22,7 +22,12 @@ enum {
      * Registration still succeeds, because UCP 1.16+ asserts that every cuda buffer registers with the memory
      * domains it chose by memory type; the peer's unpack answers UCS_ERR_UNREACHABLE, on which UCP leaves
      * cuda_ipc out for that transfer and takes another path. */
-    CUX_IPC_KIND_NONE   = 2
+    CUX_IPC_KIND_NONE   = 2,
+    /* Memory of a pool created with the POSIX descriptor handle type: the pool's descriptor (taken with
+     * pidfd_getfd, like VMM_FD's) and the allocation's export data (cuMemPoolExportPointer). Added without a
+     * version change: a peer of an older build refuses such keys as of an unknown kind and takes another
+     * path, and every other kind still goes between the two. */
+    CUX_IPC_KIND_POOL_FD = 3
 };
 
 typedef struct cux_ipc_rkey {
@@ -31,11 +36,14 @@ typedef struct cux_ipc_rkey {
     uint16_t       kind;        /* CUX_IPC_KIND_* */
     uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
     int32_t        pid;         /* exporting process */
-    int32_t        export_fd;   /* VMM_FD: the descriptor number in the exporting process */
+    int32_t        export_fd;   /* VMM_FD, POOL_FD: the descriptor number in the exporting process */
     uint64_t       record;      /* where the exporter keeps this very key: the importer reads it back there */
     uint64_t       secret;      /* keyed hash of the allocation (cux_ipc_proof.h): a peer cannot make one up */
     CUuuid         dev_uuid;    /* device that owns the allocation */
-    CUipcMemHandle handle;      /* LEGACY */
+    union {
+        CUipcMemHandle         handle;   /* LEGACY */
+        CUmemPoolPtrExportData pool_ptr; /* POOL_FD: the allocation in its pool */
+    };
     uint64_t       base;        /* allocation start in the exporter's address space */
     uint64_t       length;      /* allocation length */
     uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */

@@ -38,7 +38,8 @@ typedef struct {
     int                vmm;       /* a cuMemMap mapping: the handle below owns the memory */
     unsigned long long handle;
     int                sync_memops; /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS */
-    int                pool;        /* from a device's default memory pool: no IPC handle */
+    uintptr_t          pool;        /* the memory pool it came from (a CUmemoryPool), 0 if none */
+    int                pool_import; /* imported from another process's pool (cuMemPoolImportPointer) */
 } mock_alloc_t;
 
 /* cuMemCreate / cuMemImportFromShareableHandle allocations: a memfd with a reference count. */
@@ -152,6 +153,7 @@ CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed);
 CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n);
 CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f);
 CUresult m_cuMemFree(CUdeviceptr p);
+CUresult m_cuMemGetInfo(size_t *free_bytes, size_t *total);
 CUresult m_cuMemHostRegister(void *p, size_t n, unsigned flags);
 CUresult m_cuMemHostUnregister(void *p);
 CUresult m_cuMemHostAlloc(void **p, size_t n, unsigned flags);
@@ -190,7 +192,19 @@ CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
 CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type, unsigned long long flags);
 CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
 CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
+int mock_export_fd(int target);
+int mock_import_fd(int exported, pid_t *pid_p);
 CUresult m_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type, unsigned long long flags);
+/* mock_pools.c */
+unsigned long long mock_pool_handle_types(uintptr_t pool);
+long mock_imported_pools(void);
+CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemAllocationHandleType type, unsigned long long flags);
+CUresult m_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr p);
+CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handle, CUmemAllocationHandleType type, unsigned long long flags);
+CUresult m_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, CUmemPoolPtrExportData *data);
+CUresult m_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location);
+CUresult m_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *desc, size_t count);
+CUresult m_cuMemPoolDestroy(CUmemoryPool pool);
 /* mock_faults.c */
 CUresult mock_injected(const char *name, CUresult error);
 

@@ -27,7 +27,10 @@ static const struct {
     MOCK_SYM(cuMemRetainAllocationHandle), MOCK_SYM(cuMemExportToShareableHandle),
     MOCK_SYM(cuMemImportFromShareableHandle), MOCK_SYM(cuMemAddressReserve), MOCK_SYM(cuMemAddressFree),
     MOCK_SYM(cuMemMap), MOCK_SYM(cuMemUnmap), MOCK_SYM(cuMemSetAccess), MOCK_SYM(cuMemGetAllocationGranularity),
-    MOCK_SYM(cuMemGetHandleForAddressRange), MOCK_SYM(cuMemGetAddressRange),
+    MOCK_SYM(cuMemGetHandleForAddressRange), MOCK_SYM(cuMemGetAddressRange), MOCK_SYM(cuMemGetInfo),
+    MOCK_SYM(cuMemPoolExportToShareableHandle), MOCK_SYM(cuMemPoolExportPointer),
+    MOCK_SYM(cuMemPoolImportFromShareableHandle), MOCK_SYM(cuMemPoolImportPointer), MOCK_SYM(cuMemPoolGetAccess),
+    MOCK_SYM(cuMemPoolSetAccess), MOCK_SYM(cuMemPoolDestroy),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */
@@ -108,25 +111,8 @@ MOCK_EXPORT CUresult cuPointerSetAttribute(const void *value, CUpointer_attribut
     return m_cuPointerSetAttribute(value, attr, p);
 }
 
-/* Stream-ordered memory from a device's default pool, which has no shareable handle type: like the driver,
- * cuIpcGetMemHandle refuses it. Allocated and freed at once (the mock's streams are synchronous). */
-MOCK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
-{
-    *pool = (CUmemoryPool)(uintptr_t)(d + 1);
-    return CUDA_SUCCESS;
-}
-MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
-{
-    CUresult res = mock_alloc(p, n, 0);
-
-    if (res == CUDA_SUCCESS) {
-        pthread_mutex_lock(&mock_lock);
-        mock_find(*p)->pool = 1;
-        pthread_mutex_unlock(&mock_lock);
-    }
-    return res;
-}
-MOCK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+MOCK_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) { return m_cuMemGetInfo(free_bytes, total); }
+MOCK_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) { return m_cuMemPoolDestroy(pool); }
 MOCK_EXPORT CUresult cuStreamSynchronize(CUstream s) { return m_cuStreamSynchronize(s); }
 
 /* Synchronous copies, as applications fill and read their buffers. */

@@ -188,7 +188,36 @@ CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed)
 CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n) { return mock_alloc(p, n, 0); }
 CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f) { return mock_alloc(p, n, 1); }
 
-CUresult m_cuMemFree(CUdeviceptr p) { return mock_untrack(p, 0); }
+/* Memory imported from another process's pool is freed with cuMemFree too. */
+CUresult m_cuMemFree(CUdeviceptr p)
+{
+    mock_alloc_t *a;
+    int imported;
+
+    pthread_mutex_lock(&mock_lock);
+    a        = mock_find(p);
+    imported = (a != NULL) && a->pool_import;
+    pthread_mutex_unlock(&mock_lock);
+    return mock_untrack(p, imported ? 2 : 0);
+}
+
+/* The device's memory in use: this process's allocations (the driver answers for every process). */
+CUresult m_cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    size_t used = 0;
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
+        if (mock_allocs[i].size && !mock_allocs[i].host_pinned && !mock_allocs[i].imported) {
+            used += mock_allocs[i].size;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    *total      = 80ul << 30;
+    *free_bytes = (used < *total) ? *total - used : 0;
+    return CUDA_SUCCESS;
+}
 
 CUresult m_cuMemHostRegister(void *p, size_t n, unsigned flags)
 {
@@ -281,9 +310,13 @@ CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void *
             *(uint8_t*)data[i] = a && (a->fd >= 0) && !a->imported && !a->pool && !a->vmm && !a->host_pinned;
             break;
         case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
-            *(unsigned long long*)data[i] = (a && a->vmm && mock_vmm_get(a->handle) &&
+            *(unsigned long long*)data[i] = (a && a->pool) ? mock_pool_handle_types(a->pool) :
+                                            (a && a->vmm && mock_vmm_get(a->handle) &&
                                              mock_vmm_get(a->handle)->exportable) ?
                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+            *(CUmemoryPool*)data[i] = a ? (CUmemoryPool)a->pool : NULL;
             break;
         default:
             break;

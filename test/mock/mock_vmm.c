@@ -160,26 +160,21 @@ CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
  * VMM exports as the driver makes them: every exported descriptor is a descriptor of one control file (the
  * driver's is /dev/nvidiactl: one device and inode for every export), so a descriptor's inode tells nothing
  * about the allocation. Each export is a new open of this process's control file whose file offset names the
- * exporting pid and the allocation's memfd; a duplicate taken with pidfd_getfd shares the offset, and the import
- * opens that memfd through /proc as cuIpcOpenMemHandle does. (The allocation must still be alive at the import:
- * the driver's export would keep it alive.)
+ * exporting pid and the allocation's memfd (a pool's: mock_pools.c); a duplicate taken with pidfd_getfd shares
+ * the offset, and the import opens that memfd through /proc as cuIpcOpenMemHandle does. (The allocation must
+ * still be alive at the import: the driver's export would keep it alive.)
  */
 #define MOCK_EXPORT_FD_BITS 24
 
 static int   mock_ctl_fd = -1;
 static pid_t mock_ctl_pid;
 
-CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
-                                               CUmemAllocationHandleType type, unsigned long long flags)
+/* A new exported descriptor naming this process's descriptor target (-1: the open failed). */
+int mock_export_fd(int target)
 {
-    mock_vmm_t *v = mock_vmm_get(h);
     char path[64];
     int fd;
 
-    if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
-        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
-        return CUDA_ERROR_NOT_PERMITTED;
-    }
     pthread_mutex_lock(&mock_lock);
     if ((mock_ctl_fd < 0) || (mock_ctl_pid != getpid())) { /* one per process, a forked child's its own */
         mock_ctl_fd  = memfd_create("mock-nvidiactl", MFD_CLOEXEC);
@@ -188,10 +183,42 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
     snprintf(path, sizeof(path), "/proc/self/fd/%d", mock_ctl_fd);
     pthread_mutex_unlock(&mock_lock);
     fd = open(path, O_RDWR | O_CLOEXEC);
-    if ((fd < 0) || (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | v->fd, SEEK_SET) < 0)) {
-        if (fd >= 0) {
-            close(fd);
-        }
+    if ((fd >= 0) && (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | target, SEEK_SET) < 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The exporter's descriptor an exported one names, opened here (-1: not an export, or the exporter is gone). */
+int mock_import_fd(int exported, pid_t *pid_p)
+{
+    off_t tag = lseek(exported, 0, SEEK_CUR);
+    char path[64];
+
+    if (tag <= 0) {
+        return -1;
+    }
+    if (pid_p != NULL) {
+        *pid_p = (pid_t)(tag >> MOCK_EXPORT_FD_BITS);
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)(tag >> MOCK_EXPORT_FD_BITS),
+             (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
+    return mock_open_as_driver(path);
+}
+
+CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
+                                               CUmemAllocationHandleType type, unsigned long long flags)
+{
+    mock_vmm_t *v = mock_vmm_get(h);
+    int fd;
+
+    if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    fd = mock_export_fd(v->fd);
+    if (fd < 0) {
         return CUDA_ERROR_OPERATING_SYSTEM;
     }
     *(int*)out = fd;
@@ -201,17 +228,13 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
 CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
                                                  CUmemAllocationHandleType type)
 {
-    off_t tag = lseek((int)(uintptr_t)os_handle, 0, SEEK_CUR);
     struct stat st;
-    char path[64];
     int fd;
 
-    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (tag <= 0)) {
+    if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)(tag >> MOCK_EXPORT_FD_BITS),
-             (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
-    fd = mock_open_as_driver(path);
+    fd = mock_import_fd((int)(uintptr_t)os_handle, NULL);
     if ((fd < 0) || fstat(fd, &st) || (st.st_size == 0)) {
         if (fd >= 0) {
             close(fd);

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc, exporting side: see cux_ipc_fd_export.h.
+ */
+#include "cux_ipc_fd_export.h"
+#include "driver/cux_driver.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <string.h>
+#include <unistd.h>
+
+void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports)
+{
+    memset(exports, 0, sizeof(*exports));
+    ucs_spinlock_init(&exports->lock, 0);
+}
+
+void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports)
+{
+    ucs_spinlock_destroy(&exports->lock);
+}
+
+/* Export the cuMemCreate allocation id names as a POSIX file descriptor. */
+static ucs_status_t cux_ipc_export_vmm(const cux_ipc_fd_export_t *id, int *fd_p)
+{
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, (void*)(uintptr_t)id->base);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, fd_p, handle,
+                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    return status;
+}
+
+/* Export the memory pool id names as a POSIX file descriptor. */
+static ucs_status_t cux_ipc_export_pool(const cux_ipc_fd_export_t *id, int *fd_p)
+{
+    if (cux_drv.cuMemPoolExportToShareableHandle == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolExportToShareableHandle, fd_p, id->pool,
+                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+static cux_ipc_fd_export_t **cux_ipc_fd_export_bucket(cux_ipc_fd_exports_t *exports, const cux_ipc_fd_export_t *id)
+{
+    uintptr_t hash = (id->pool != NULL) ? (uintptr_t)id->pool >> 4 : id->base >> 21;
+
+    return &exports->buckets[hash % CUX_IPC_FD_EXPORT_BUCKETS];
+}
+
+static cux_ipc_fd_export_t *cux_ipc_fd_export_find(cux_ipc_fd_exports_t *exports, const cux_ipc_fd_export_t *id)
+{
+    cux_ipc_fd_export_t *fdx;
+
+    for (fdx = *cux_ipc_fd_export_bucket(exports, id); fdx != NULL; fdx = fdx->next) {
+        if ((fdx->pool == id->pool) && (fdx->base == id->base) && (fdx->length == id->length) &&
+            (fdx->buffer_id == id->buffer_id)) {
+            return fdx;
+        }
+    }
+    return NULL;
+}
+
+/* A reference to the descriptor id names: found, or exported by export_fn and inserted. */
+static ucs_status_t cux_ipc_fd_export_get(cux_ipc_fd_exports_t *exports, const cux_ipc_fd_export_t *id,
+                                          ucs_status_t (*export_fn)(const cux_ipc_fd_export_t *id, int *fd_p),
+                                          cux_ipc_fd_export_t **fdx_p)
+{
+    cux_ipc_fd_export_t *fdx, *made;
+    ucs_status_t status;
+    int fd;
+
+    ucs_spin_lock(&exports->lock);
+    fdx = cux_ipc_fd_export_find(exports, id);
+    if (fdx != NULL) {
+        ++fdx->refcount;
+    }
+    ucs_spin_unlock(&exports->lock);
+    if (fdx != NULL) {
+        *fdx_p = fdx;
+        return UCS_OK;
+    }
+
+    /* export outside the lock (a driver call), then insert unless another thread did meanwhile */
+    status = export_fn(id, &fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+    made = ucs_malloc(sizeof(*made), "cux_ipc_fd_export");
+    if (made == NULL) {
+        close(fd);
+        return UCS_ERR_NO_MEMORY;
+    }
+    *made          = *id;
+    made->fd       = fd;
+    made->refcount = 1;
+    ucs_spin_lock(&exports->lock);
+    fdx = cux_ipc_fd_export_find(exports, made);
+    if (fdx != NULL) {
+        ++fdx->refcount;
+    } else {
+        made->next = *cux_ipc_fd_export_bucket(exports, made);
+        *cux_ipc_fd_export_bucket(exports, made) = made;
+        ++exports->count;
+        fdx  = made;
+        made = NULL;
+    }
+    ucs_spin_unlock(&exports->lock);
+    if (made != NULL) {
+        close(made->fd);
+        ucs_free(made);
+    }
+    *fdx_p = fdx;
+    return UCS_OK;
+}
+
+ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_info_t *info,
+                                   cux_ipc_fd_export_t **fdx_p)
+{
+    cux_ipc_fd_export_t id = {.base = (uintptr_t)info->base, .length = info->length,
+                              .buffer_id = info->buffer_id};
+
+    return cux_ipc_fd_export_get(exports, &id, cux_ipc_export_vmm, fdx_p);
+}
+
+ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool,
+                                    cux_ipc_fd_export_t **fdx_p)
+{
+    cux_ipc_fd_export_t id = {.pool = pool};
+
+    return cux_ipc_fd_export_get(exports, &id, cux_ipc_export_pool, fdx_p);
+}
+
+void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx)
+{
+    cux_ipc_fd_export_t **pp;
+    int last;
+
+    if (fdx == NULL) {
+        return;
+    }
+    ucs_spin_lock(&exports->lock);
+    last = (--fdx->refcount == 0);
+    if (last) {
+        for (pp = cux_ipc_fd_export_bucket(exports, fdx); *pp != fdx; pp = &(*pp)->next) {
+        }
+        *pp = fdx->next;
+        --exports->count;
+    }
+    ucs_spin_unlock(&exports->lock);
+    if (last) {
+        close(fdx->fd); /* importers hold their own duplicates */
+        ucs_free(fdx);
+    }
+}
+
+unsigned cux_ipc_fd_exports_count(cux_ipc_fd_exports_t *exports)
+{
+    unsigned n;
+
+    ucs_spin_lock(&exports->lock);
+    n = exports->count;
+    ucs_spin_unlock(&exports->lock);
+    return n;
+}

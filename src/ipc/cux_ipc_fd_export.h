@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc, exporting side: the descriptors this process keeps open for importers to take with pidfd_getfd.
+ * One per cuMemCreate allocation (CUX_IPC_KIND_VMM_FD) or per memory pool (CUX_IPC_KIND_POOL_FD) with a live
+ * registration, shared by all registrations of it: UCP 1.16+ caches registrations, one per registered range,
+ * so many buffers of one allocation or pool would otherwise hold a descriptor each. A descriptor is closed when
+ * the last registration that uses it is deregistered (or renewed by mkey_pack); importers hold their own
+ * duplicates by then.
+ */
+#ifndef CUX_IPC_FD_EXPORT_H_
+#define CUX_IPC_FD_EXPORT_H_
+
+#include "base/cux_ptr.h"
+
+#include <cuda.h>
+#include <ucs/type/spinlock.h>
+#include <ucs/type/status.h>
+#include <stdint.h>
+
+typedef struct cux_ipc_fd_export {
+    struct cux_ipc_fd_export *next;
+    CUmemoryPool             pool;                     /* a pool's descriptor; NULL for an allocation's */
+    uint64_t                 base, length, buffer_id;  /* an allocation's descriptor: which allocation */
+    int                      fd;
+    unsigned                 refcount;                 /* registrations using it */
+} cux_ipc_fd_export_t;
+
+#define CUX_IPC_FD_EXPORT_BUCKETS 64
+
+typedef struct cux_ipc_fd_exports {
+    ucs_spinlock_t      lock;
+    cux_ipc_fd_export_t *buckets[CUX_IPC_FD_EXPORT_BUCKETS];
+    unsigned            count;
+} cux_ipc_fd_exports_t;
+
+void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports);
+void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports);
+
+/* A reference to the descriptor of the cuMemCreate allocation info describes, exported on first use (the
+ * allocation must have been created with the POSIX descriptor handle type). Called in the allocation's
+ * device context. */
+ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_info_t *info,
+                                   cux_ipc_fd_export_t **fdx_p);
+
+/* A reference to the descriptor of a memory pool, exported on first use (the pool must have been created with
+ * the POSIX descriptor handle type). */
+ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool,
+                                    cux_ipc_fd_export_t **fdx_p);
+
+/* Gives a reference back (NULL: none); the last one closes the descriptor. */
+void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx);
+
+/* Descriptors open now. */
+unsigned cux_ipc_fd_exports_count(cux_ipc_fd_exports_t *exports);
+
+#endif

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc, importing side: see cux_ipc_map.h.
+ */
+#include "cux_ipc_map.h"
+#include "cux_ipc_proof.h"
+#include "base/cux_iface.h"
+
+#include <ucs/debug/log.h>
+#include <inttypes.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * Can the local device reach the device that owns the remote buffer? Devices are matched by UUID, so the two
+ * processes may number them differently. A device this process cannot see is left to the driver to judge.
+ */
+static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int device)
+{
+    int peer = cux_device_by_uuid(&key->dev_uuid);
+    int can_access;
+
+    if ((peer < 0) || (peer == device)) {
+        return UCS_OK;
+    }
+    if ((cux_drv.cuDeviceCanAccessPeer(&can_access, cux_device_get(device)->cu_dev,
+                                       cux_device_get(peer)->cu_dev) != CUDA_SUCCESS) || !can_access) {
+        ucs_error("cuda_ipc: GPU %d has no peer access to GPU %d, which holds pid %d's buffer at 0x%" PRIx64
+                  ": leave cuda_ipc out of UCX_TLS for such GPU pairs", device, peer, key->pid,
+                  (uint64_t)key->base);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}
+
+/* The descriptor a VMM or pool key names in its exporter, duplicated into this process; -1 if it cannot be
+ * taken or the key no longer holds. */
+static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer)
+{
+    int fd = cux_ipc_peer_take_fd(peer, key->export_fd);
+
+    if (fd < 0) {
+        return -1;
+    }
+    /* The key was proven before; proven again now that the descriptor is ours: the exporter closes a descriptor
+     * only after it forgot the key, so the number still named this export when it was taken. */
+    if (cux_ipc_peer_check_key(peer, key) != UCS_OK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static CUmemAccessDesc cux_ipc_rw_access(int device)
+{
+    CUmemAccessDesc access = {};
+
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id   = cux_device_get(device)->cu_dev;
+    access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return access;
+}
+
+/* VMM memory: import the exporter's allocation handle and map it into a fresh range, readable and writable
+ * from the local device. */
+static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
+                                    CUdeviceptr *dptr_p)
+{
+    CUmemAccessDesc access = cux_ipc_rw_access(device);
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+    int fd;
+
+    fd = cux_ipc_take_key_fd(key, peer);
+    if (fd < 0) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = CUX_DRV_CALL_ERR(cuMemAddressReserve, &dptr, key->length, 0, 0, 0);
+    if (status != UCS_OK) {
+        goto out_release;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemMap, dptr, key->length, 0, handle, 0);
+    if (status != UCS_OK) {
+        goto err_free_range;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemSetAccess, dptr, key->length, &access, 1);
+    if (status != UCS_OK) {
+        (void)CUX_DRV_CALL_ERR(cuMemUnmap, dptr, key->length);
+        goto err_free_range;
+    }
+    *dptr_p = dptr;
+    goto out_release; /* the mapping holds the allocation now */
+
+err_free_range:
+    (void)CUX_DRV_CALL_ERR(cuMemAddressFree, dptr, key->length);
+out_release:
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    return status;
+}
+
+/* A legacy or pool key claims the length of the exporter's allocation, and the import opens the whole
+ * allocation: the driver's word on the mapping decides. A key that claims more, or a mapping the driver cannot
+ * measure, is refused (copies would run past the allocation into whatever this process has mapped there); the
+ * caller closes the mapping. */
+static ucs_status_t cux_ipc_check_mapped_length(const cux_ipc_rkey_t *key, CUdeviceptr dptr)
+{
+    CUdeviceptr base;
+    size_t size;
+
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemGetAddressRange, &base, &size, dptr) != UCS_OK) {
+        ucs_error("cuda_ipc: the driver cannot tell the size of pid %d's allocation at 0x%" PRIx64 ": refused",
+                  key->pid, (uint64_t)key->base);
+    } else if ((base != dptr) || (size < key->length)) {
+        ucs_error("cuda_ipc: pid %d's key claims %" PRIu64 " bytes at 0x%" PRIx64 ", but the allocation it maps "
+                  "has %zu: refused", key->pid, (uint64_t)key->length, (uint64_t)key->base, size);
+    } else {
+        return UCS_OK;
+    }
+    return UCS_ERR_UNREACHABLE;
+}
+
+static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, CUdeviceptr *dptr_p)
+{
+    ucs_status_t status;
+
+    status = cux_ipc_peer_check_handle(peer, key);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, dptr_p, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = cux_ipc_check_mapped_length(key, *dptr_p);
+    if (status != UCS_OK) {
+        (void)CUX_DRV_CALL_ERR(cuIpcCloseMemHandle, *dptr_p);
+    }
+    return status;
+}
+
+/*
+ * Pool memory: import the exporter's pool, let the local device read and write it, and import the allocation
+ * from it. The mapping holds the imported pool: the driver refuses to destroy it while an allocation imported
+ * from it lives (CUDA_ERROR_INVALID_VALUE on the H200's driver), so it goes after the allocation, at unmap.
+ */
+static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
+                                     CUdeviceptr *dptr_p, CUmemoryPool *pool_p)
+{
+    CUmemAccessDesc access = cux_ipc_rw_access(device);
+    CUmemPoolPtrExportData pool_ptr = key->pool_ptr;
+    CUmemAccess_flags flags;
+    CUmemoryPool pool;
+    ucs_status_t status;
+    int fd;
+
+    if ((cux_drv.cuMemPoolImportFromShareableHandle == NULL) || (cux_drv.cuMemPoolImportPointer == NULL) ||
+        (cux_drv.cuMemPoolGetAccess == NULL) || (cux_drv.cuMemPoolSetAccess == NULL) ||
+        (cux_drv.cuMemPoolDestroy == NULL)) {
+        ucs_debug("cuda_ipc: this driver cannot import memory pools: pid %d's pool memory goes another path",
+                  key->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    fd = cux_ipc_take_key_fd(key, peer);
+    if (fd < 0) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemPoolImportFromShareableHandle, &pool, (void*)(uintptr_t)fd,
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    close(fd);
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* an imported pool is not accessible from a device until it is set so */
+    status = CUX_DRV_CALL_ERR(cuMemPoolGetAccess, &flags, pool, &access.location);
+    if ((status == UCS_OK) && (flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
+        status = CUX_DRV_CALL_ERR(cuMemPoolSetAccess, pool, &access, 1);
+    }
+    if (status == UCS_OK) {
+        status = CUX_DRV_CALL_ERR(cuMemPoolImportPointer, dptr_p, pool, &pool_ptr);
+    }
+    if (status == UCS_OK) {
+        status = cux_ipc_check_mapped_length(key, *dptr_p);
+        if (status == UCS_OK) {
+            *pool_p = pool;
+            return UCS_OK;
+        }
+        (void)CUX_DRV_CALL_ERR(cuMemFree, *dptr_p);
+    }
+    (void)CUX_DRV_CALL_ERR(cuMemPoolDestroy, pool);
+    return status;
+}
+
+/* Mapping callbacks of the cache: prove the key, then open the remote allocation in a local device's
+ * context; close it. */
+static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer_arg,
+                                void **mapped_p, void **held_p)
+{
+    cux_ipc_peer_t *peer = peer_arg;
+    CUmemoryPool pool    = NULL;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+
+    *held_p = NULL;
+    status = cux_ipc_peer_check_key(peer, key);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = cux_ipc_check_peer_access(key, device);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (key->pid == getpid()) {
+        /* this process's own allocation, on an endpoint to itself: proven above, used where it is */
+        *mapped_p = (void*)(uintptr_t)key->base;
+        return UCS_OK;
+    }
+    status = cux_device_ctx_enter(device, &guard);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (key->kind == CUX_IPC_KIND_VMM_FD) {
+        status = cux_ipc_map_vmm(key, peer, device, &dptr); /* maps key->length: the driver refuses more */
+    } else if (key->kind == CUX_IPC_KIND_POOL_FD) {
+        status = cux_ipc_map_pool(key, peer, device, &dptr, &pool);
+    } else {
+        status = cux_ipc_map_legacy(key, peer, &dptr);
+    }
+    cux_ctx_leave(&guard);
+    if (status == UCS_ERR_UNREACHABLE) {
+        return status; /* logged where it was found */
+    } else if (status != UCS_OK) {
+        ucs_error("cuda_ipc: cannot map %" PRIu64 " bytes at 0x%" PRIx64 " of pid %d on device %d (exited, "
+                  "freed the buffer, or no peer access?)", (uint64_t)key->length, (uint64_t)key->base, key->pid,
+                  device);
+        return status;
+    }
+    ucs_debug("cuda_ipc: mapped pid %d 0x%" PRIx64 "+%" PRIu64 " at 0x%llx on device %d", key->pid,
+              (uint64_t)key->base, (uint64_t)key->length, (unsigned long long)dptr, device);
+    *mapped_p = (void*)(uintptr_t)dptr;
+    *held_p   = pool;
+    return UCS_OK;
+}
+
+static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
+{
+    CUdeviceptr dptr = (uintptr_t)region->mapped;
+    cux_ctx_guard_t guard;
+
+    /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's
+     * own memory was never mapped */
+    if (cux_driver_forked || (region->key.pid == getpid()) ||
+        (cux_device_ctx_enter(region->device, &guard) != UCS_OK)) {
+        return;
+    }
+    if (region->kind == CUX_IPC_KIND_VMM_FD) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemUnmap, dptr, region->length);
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
+    } else if (region->kind == CUX_IPC_KIND_POOL_FD) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemPoolDestroy, (CUmemoryPool)region->held);
+    } else {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
+    }
+    cux_ctx_leave(&guard);
+}
+
+const cux_ipc_cache_ops_t cux_ipc_map_ops = {
+    .map   = cux_ipc_map,
+    .unmap = cux_ipc_unmap
+};

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The mock driver (test/mock/mock.h): stream-ordered memory pools. A device's default pool has no shareable
+ * handle type: like the driver, cuIpcGetMemHandle refuses its memory and it cannot be exported. A pool made
+ * with cuMemPoolCreate and the POSIX descriptor handle type exports itself as a descriptor (a marker memfd,
+ * named through the control file as VMM exports are: mock_vmm.c) and each allocation as export data; another
+ * process imports the pool, must give its device access to it (cuMemPoolSetAccess, as with the driver), and
+ * imports the allocation, which it frees with cuMemFree. The mock's streams are synchronous: allocations are
+ * made and freed at once.
+ */
+#include "mock.h"
+
+#define MOCK_MAX_POOLS   64
+#define MOCK_POOL_HANDLE 0x1000 /* created and imported pools: MOCK_POOL_HANDLE + slot; default pools: device + 1 */
+#define MOCK_POOL_MAGIC  0x4c4f4f50
+
+typedef struct {
+    int                used;
+    int                device;
+    unsigned long long handle_types;
+    int                marker;    /* a created pool's identity: a memfd, exported through the control file */
+    ino_t              ino;       /* the marker's inode (an imported pool: the exporter's) */
+    pid_t              pid;       /* an imported pool's exporter; 0 for a pool of this process */
+    unsigned           access;    /* devices with read-write access (bit per device) */
+} mock_pool_t;
+
+/* What cuMemPoolExportPointer writes (64 bytes). */
+typedef struct {
+    uint32_t magic;
+    int32_t  pid;
+    int32_t  fd;        /* the allocation's memfd in the exporter */
+    int32_t  reserved;
+    uint64_t size;
+    uint64_t ino;       /* the allocation's memfd's inode */
+    uint64_t pool_ino;  /* its pool's marker's inode */
+} mock_pool_ptr_t;
+
+static mock_pool_t mock_pools[MOCK_MAX_POOLS];
+
+static mock_pool_t *mock_pool_get(CUmemoryPool pool)
+{
+    uintptr_t slot = (uintptr_t)pool - MOCK_POOL_HANDLE;
+
+    return ((uintptr_t)pool >= MOCK_POOL_HANDLE) && (slot < MOCK_MAX_POOLS) && mock_pools[slot].used ?
+           &mock_pools[slot] : NULL;
+}
+
+static CUresult mock_pool_new(const mock_pool_t *init, CUmemoryPool *pool)
+{
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; (i < MOCK_MAX_POOLS) && mock_pools[i].used; ++i) {
+    }
+    if (i < MOCK_MAX_POOLS) {
+        mock_pools[i]      = *init;
+        mock_pools[i].used = 1;
+        *pool              = (CUmemoryPool)(uintptr_t)(MOCK_POOL_HANDLE + i);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return (i < MOCK_MAX_POOLS) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Pools imported from other processes and not destroyed yet. */
+long mock_imported_pools(void)
+{
+    long n = 0;
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    for (i = 0; i < MOCK_MAX_POOLS; ++i) {
+        n += mock_pools[i].used && (mock_pools[i].pid != 0);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return n;
+}
+
+/* The handle types of the pool memory came from (0 for a default pool). */
+unsigned long long mock_pool_handle_types(uintptr_t pool)
+{
+    mock_pool_t *p = mock_pool_get((CUmemoryPool)pool);
+
+    return (p != NULL) ? p->handle_types : 0;
+}
+
+MOCK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    *pool = (CUmemoryPool)(uintptr_t)(d + 1);
+    return CUDA_SUCCESS;
+}
+
+MOCK_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    mock_pool_t init = {.device = props->location.id, .handle_types = props->handleTypes, .marker = -1,
+                        .access = 1u << props->location.id};
+    struct stat st;
+
+    if ((props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED) ||
+        (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        init.marker = memfd_create("mockcuda-pool", MFD_CLOEXEC);
+        if ((init.marker < 0) || fstat(init.marker, &st)) {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        init.ino = st.st_ino;
+    }
+    return mock_pool_new(&init, pool);
+}
+
+/* Like the H200's driver, an imported pool is not destroyed while an allocation imported from it lives. */
+CUresult m_cuMemPoolDestroy(CUmemoryPool pool)
+{
+    mock_pool_t *p;
+    int i;
+
+    pthread_mutex_lock(&mock_lock);
+    p = mock_pool_get(pool);
+    for (i = 0; (p != NULL) && (p->pid != 0) && (i < MOCK_MAX_ALLOCS); ++i) {
+        if (mock_allocs[i].size && mock_allocs[i].pool_import && (mock_allocs[i].pool == (uintptr_t)pool)) {
+            pthread_mutex_unlock(&mock_lock);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (p != NULL) {
+        if (p->marker >= 0) {
+            close(p->marker);
+        }
+        memset(p, 0, sizeof(*p)); /* its allocations stay until freed */
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return (p != NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    mock_pool_t *mp = mock_pool_get(pool);
+    CUresult res;
+
+    if (((mp == NULL) && ((uintptr_t)pool > MOCK_MAX_DEVICES)) || ((mp != NULL) && (mp->pid != 0))) {
+        return CUDA_ERROR_INVALID_VALUE; /* unknown, or imported: no allocations from those */
+    }
+    res = mock_alloc(p, n, 0);
+    if (res == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        mock_find(*p)->pool = (uintptr_t)pool;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return res;
+}
+
+MOCK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+
+CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                            unsigned long long flags)
+{
+    mock_pool_t *p = mock_pool_get(pool);
+    int fd;
+
+    if ((p == NULL) || (p->pid != 0) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    fd = mock_export_fd(p->marker);
+    if (fd < 0) {
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    *(int*)out = fd;
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr)
+{
+    mock_pool_ptr_t out = {.magic = MOCK_POOL_MAGIC, .pid = getpid()};
+    mock_alloc_t *a;
+    mock_pool_t *p;
+    struct stat st;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(ptr);
+    p = (a != NULL) ? mock_pool_get((CUmemoryPool)a->pool) : NULL;
+    if ((a == NULL) || (a->start != ptr) || (p == NULL) || (p->marker < 0) || fstat(a->fd, &st)) {
+        pthread_mutex_unlock(&mock_lock);
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    out.fd       = a->fd;
+    out.size     = a->size;
+    out.ino      = st.st_ino;
+    out.pool_ino = p->ino;
+    pthread_mutex_unlock(&mock_lock);
+    memset(data, 0, sizeof(*data));
+    memcpy(data, &out, sizeof(out));
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handle, CUmemAllocationHandleType type,
+                                              unsigned long long flags)
+{
+    mock_pool_t init = {.device = -1, .handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, .marker = -1};
+    struct stat st;
+    int fd;
+
+    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (flags != 0)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    fd = mock_import_fd((int)(uintptr_t)os_handle, &init.pid);
+    if ((fd < 0) || fstat(fd, &st)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_INVALID_VALUE; /* not a pool's export, or the exporter is gone */
+    }
+    close(fd);
+    init.ino = st.st_ino;
+    return mock_pool_new(&init, pool);
+}
+
+CUresult m_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location)
+{
+    mock_pool_t *p = mock_pool_get(pool);
+
+    if ((p == NULL) || (location->type != CU_MEM_LOCATION_TYPE_DEVICE) || (location->id < 0) ||
+        (location->id >= MOCK_MAX_DEVICES)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *flags = (p->access & (1u << location->id)) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    return CUDA_SUCCESS;
+}
+
+CUresult m_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *desc, size_t count)
+{
+    mock_pool_t *p = mock_pool_get(pool);
+    size_t i;
+
+    if (p == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (i = 0; i < count; ++i) {
+        if ((desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) || (desc[i].location.id < 0) ||
+            (desc[i].location.id >= MOCK_MAX_DEVICES)) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+            p->access |= 1u << desc[i].location.id;
+        } else {
+            p->access &= ~(1u << desc[i].location.id);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Like the driver, an allocation is imported only from the pool it came from, and used only by a device given
+ * access to that pool: without access the mock refuses the import (the driver would fault on the first use). */
+CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+    mock_pool_t *p = mock_pool_get(pool);
+    mock_pool_ptr_t in;
+    char path[64];
+    struct stat st;
+    void *m;
+    int fd, device = mock_current_device();
+    CUresult res = mock_injected("cuMemPoolImportPointer", CUDA_ERROR_OUT_OF_MEMORY);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    memcpy(&in, data, sizeof(in));
+    if ((p == NULL) || (p->pid == 0) || (in.magic != MOCK_POOL_MAGIC) || (in.pid != p->pid) ||
+        (in.pool_ino != (uint64_t)p->ino)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((device < 0) || !(p->access & (1u << device))) {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", in.pid, in.fd);
+    fd = mock_open_as_driver(path);
+    if (fd < 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (fstat(fd, &st) || (st.st_ino != in.ino) || ((uint64_t)st.st_size != in.size)) {
+        close(fd);
+        return CUDA_ERROR_INVALID_VALUE; /* freed in the exporter */
+    }
+    m = mmap(NULL, in.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    res = mock_track((uintptr_t)m, in.size, device, 0, 0, -1, 1);
+    if (res == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        mock_find((uintptr_t)m)->pool_import = 1;
+        mock_find((uintptr_t)m)->pool        = (uintptr_t)pool;
+        pthread_mutex_unlock(&mock_lock);
+        *ptr = (CUdeviceptr)m;
+    }
+    return res;
+}
