@@ -6,6 +6,7 @@
  *
  *   cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] [-o put,get] [-p one|all]
  *              [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]
+ *   cux_blocks -F SIZE [-T SECONDS] [-g GPUS]
  *
  * -n processes (default 2), forked by this program, rank r on GPU r % GPUS (-g: default every GPU the
  * driver shows). -p one: rank 0 transfers to rank 1 (default); all: every rank to every other at once.
@@ -21,6 +22,13 @@
  *
  * While a rank waits for the others it progresses its worker, as a serving process does.
  *
+ * -F SIZE asks instead whether a buffer a peer has read stays allocated after its owner frees it (issue 22,
+ * item 5): rank 1 allocates SIZE bytes and a 4 KB buffer; rank 0 reads 4 KB of the large one (the transport
+ * maps the whole allocation) and destroys its key; rank 1 frees the large buffer. Rank 0 then reads the small
+ * buffer every 100 ms for -T seconds (default 15), as an application that goes on working does, and prints
+ * the GPU memory in use (the whole device, cuMemGetInfo) at each step and when it came back ("FREED" line).
+ * Both ranks run on the first GPU, so that the device's figures include the exporter's buffer.
+ * *
  * Prints one line per case and a machine-readable "RESULT key=value ..." line: time of a transfer (median),
  * GB/s and blocks/s over all initiators (bytes moved / the slowest initiator's time), posting time per block
  * (the ucp_*_nbx calls alone), and the first transfer's time and its cost per new allocation (first - warm,
@@ -67,8 +75,10 @@ static struct {
     int      repeats;
     int      first_repeats;
     size_t   max_bytes;
+    size_t   freed_size;    /* -F: the freed-memory check instead of the transfers */
+    double   freed_seconds; /* -T */
 } opt = {2, 0, {16 << 10, 64 << 10, 256 << 10, 1 << 20}, 4, {1, 10, 100, 1000, 10000}, 5, 3, 3, 0, 5, 2,
-         1ul << 30};
+         1ul << 30, 0, 15};
 
 static void die(const char *fmt, ...)
 {
@@ -151,7 +161,7 @@ static int parse_names(const char *arg, const char *first, const char *second)
 static void parse_options(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "n:g:s:k:l:o:p:r:f:M:h")) != -1) {
+    while ((c = getopt(argc, argv, "n:g:s:k:l:o:p:r:f:M:F:T:h")) != -1) {
         switch (c) {
         case 'n': opt.nprocs = atoi(optarg); break;
         case 'g': opt.ngpus = atoi(optarg); break;
@@ -163,9 +173,12 @@ static void parse_options(int argc, char **argv)
         case 'r': opt.repeats = atoi(optarg); break;
         case 'f': opt.first_repeats = atoi(optarg); break;
         case 'M': opt.max_bytes = parse_size(optarg); break;
+        case 'F': opt.freed_size = parse_size(optarg); break;
+        case 'T': opt.freed_seconds = atof(optarg); break;
         default:
             fprintf(stderr, "usage: cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] "
-                            "[-o put,get] [-p one|all] [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]\n");
+                            "[-o put,get] [-p one|all] [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]\n"
+                            "       cux_blocks -F SIZE [-T SECONDS] [-g GPUS]\n");
             exit(c == 'h' ? 0 : 2);
         }
     }
@@ -185,6 +198,7 @@ static struct {
     CUresult (*free)(CUdeviceptr);
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*ctx_sync)(void);
+    CUresult (*mem_info)(size_t*, size_t*);
 } cu;
 
 static int cuda_device_count(void)
@@ -203,8 +217,9 @@ static int cuda_device_count(void)
     *(void**)&cu.free         = dlsym(RTLD_DEFAULT, "cuMemFree_v2");
     *(void**)&cu.copy         = dlsym(RTLD_DEFAULT, "cuMemcpy");
     *(void**)&cu.ctx_sync     = dlsym(RTLD_DEFAULT, "cuCtxSynchronize");
+    *(void**)&cu.mem_info     = dlsym(RTLD_DEFAULT, "cuMemGetInfo_v2");
     if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
-        !cu.ctx_sync || cu.init(0) || cu.device_count(&count) || (count == 0)) {
+        !cu.ctx_sync || !cu.mem_info || cu.init(0) || cu.device_count(&count) || (count == 0)) {
         die("the CUDA driver lacks an entry point, does not initialise or shows no GPU");
     }
     return count;
@@ -911,6 +926,78 @@ static size_t max_bytes_per_slot(void)
     return most;
 }
 
+/* GPU memory in use on this rank's device, by every process, in MiB. */
+static double device_used_mib(void)
+{
+    size_t free_bytes, total;
+    CU_CHECK(cu.mem_info(&free_bytes, &total));
+    return (double)(total - free_bytes) / (1 << 20);
+}
+
+/* -F: see the top of the file. Only ranks 0 and 1 take part. */
+static int freed_memory_check(void)
+{
+    blocks_t large = {0}, small = {0}, none = {0}, local = {0};
+    remote_t *remote_large = xalloc(opt.nprocs, sizeof(*remote_large));
+    remote_t *remote_small = xalloc(opt.nprocs, sizeof(*remote_small));
+    double before = 0, mapped = 0, after_free = 0, now = 0, t_free = 0, back_after = -1;
+    double total;
+    int reads = 0;
+
+    barrier();
+    if (me.rank == 0) {
+        before = device_used_mib();
+        blocks_alloc(&local, 4096, 1, 0);
+    }
+    if (me.rank == 1) {
+        blocks_alloc(&large, opt.freed_size, 1, 0);
+        blocks_alloc(&small, 4096, 1, 0);
+    }
+    exchange_keys((me.rank == 1) ? &large : &none, 0, 1, remote_large);
+    exchange_keys((me.rank == 1) ? &small : &none, 0, 1, remote_small);
+    if (me.rank == 0) {
+        transfer(0, &local, remote_large, 1, &total); /* maps the large allocation */
+        mapped = device_used_mib();
+        remote_release(remote_large);                 /* done with it, as an application would be */
+    }
+    barrier();
+    if (me.rank == 1) {
+        blocks_free(&large);
+    }
+    barrier();
+    if (me.rank == 0) {
+        t_free     = now_us();
+        after_free = device_used_mib();
+        printf("FREED-STEP size=%zu t=0 used_mib=%.0f (before %.0f, mapped %.0f)\n", opt.freed_size,
+               after_free, before, mapped);
+        while ((now = (now_us() - t_free) / 1e6) < opt.freed_seconds) {
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            double used;
+            nanosleep(&pause, NULL);
+            transfer(0, &local, remote_small, 1, &total);
+            ++reads;
+            used = device_used_mib();
+            if ((back_after < 0) && (used < before + opt.freed_size / 2.0 / (1 << 20) + 8)) {
+                back_after = (now_us() - t_free) / 1e6;
+                printf("FREED-STEP size=%zu t=%.1f used_mib=%.0f: back\n", opt.freed_size, back_after, used);
+            }
+        }
+        printf("FREED size_mib=%.0f before_mib=%.0f mapped_mib=%.0f after_free_mib=%.0f end_mib=%.0f "
+               "back_after_s=%s%.1f reads=%d\n", opt.freed_size / 1048576.0, before, mapped, after_free,
+               device_used_mib(), (back_after < 0) ? ">" : "", (back_after < 0) ? opt.freed_seconds : back_after,
+               reads);
+        fflush(stdout);
+        remote_release(remote_small);
+        blocks_free(&local);
+    }
+    barrier();
+    if (me.rank == 1) {
+        blocks_free(&small);
+    }
+    free(remote_large), free(remote_small);
+    return 0;
+}
+
 static int rank_main(int ngpus)
 {
     size_t max_size = 0;
@@ -919,6 +1006,11 @@ static int rank_main(int ngpus)
 
     rank_setup(me.rank % ngpus);
     drvcount_open();
+    if (opt.freed_size > 0) {
+        failed = freed_memory_check();
+        rank_teardown();
+        return failed;
+    }
     for (int s = 0; s < opt.nsizes; ++s) {
         max_size = (opt.sizes[s] > max_size) ? opt.sizes[s] : max_size;
     }
@@ -947,6 +1039,9 @@ int main(int argc, char **argv)
     pid_t *pids;
 
     parse_options(argc, argv);
+    if (opt.freed_size > 0) {
+        opt.nprocs = 2;
+    }
     fds  = xalloc(opt.nprocs, sizeof(*fds));
     pids = xalloc(opt.nprocs, sizeof(*pids));
     for (int r = 0; r < opt.nprocs; ++r) {
@@ -966,7 +1061,15 @@ int main(int argc, char **argv)
             if ((opt.ngpus > 0) && (opt.ngpus < ngpus)) {
                 ngpus = opt.ngpus;
             }
-            if (r == 0) {
+            if (opt.freed_size > 0) {
+                ngpus = 1;
+                opt.nprocs = 2;
+            }
+            if ((r == 0) && (opt.freed_size > 0)) {
+                printf("cux_blocks: freed-memory check, 2 processes on GPU0, %zu bytes, %.1f s\n", opt.freed_size,
+                       opt.freed_seconds);
+                fflush(stdout);
+            } else if (r == 0) {
                 printf("cux_blocks: %d processes on %d GPU%s, %s, %d timed + %d first transfers per case\n",
                        opt.nprocs, ngpus, (ngpus == 1) ? "" : "s",
                        opt.all_to_all ? "every rank to every other" : "rank 0 to rank 1", opt.repeats,

@@ -290,6 +290,17 @@ TEST_F(ucp_programs, many_block_benchmark_checks_every_block)
     }
 }
 
+/* bench/cux_blocks -F (issue 22, item 5) runs its steps through; the memory figures mean something only on a GPU
+ * host, where every process shares the device. */
+TEST_F(ucp_programs, freed_memory_check_runs_its_steps)
+{
+    command_result r = run_command(m_env + "UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_CUDA_IPC_CACHE_MAX_IDLE=0.2s "
+                                   "timeout 120 " + m_run + " " + build_path("bench/cux_blocks") + " -F 4m -T 1");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("FREED size_mib=4 ")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("cux_blocks: done")) << r.output;
+}
+
 /* The check itself can fail: with UCP's cache on and no hooks, GPU buffers pass for host memory. */
 TEST_F(ucp_programs, ucp_data_check_sees_gpu_memory_taken_for_host_memory)
 {
