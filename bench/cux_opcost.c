@@ -285,6 +285,198 @@ static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdevicept
     cux_drv.cuStreamDestroy(stream);
 }
 
+/*
+ * Small copies within one GPU, back to back: what a stream of them costs per copy when they go one by one,
+ * in batches of 16 (cuMemcpyBatchAsync), and spread over four streams (issue 22, item 2: two processes on one
+ * GPU send each other small messages at a fixed cost of about 6.5 us each). Runs on the one GPU too.
+ */
+static void measure_small_copy_throughput(CUdeviceptr src, CUdeviceptr dst)
+{
+    PFN_cuMemcpyBatchAsync_v13000 batch = driver_proc("cuMemcpyBatchAsync", 13000);
+    enum { BATCH = 16, STREAMS = 4, COPIES = 4096 };
+    static const size_t sizes_to_try[] = {4096, 65536};
+    CUdeviceptr dsts[BATCH], srcs[BATCH];
+    size_t sizes[BATCH], attr_idx = 0;
+    CUstream streams[STREAMS];
+    CUmemcpyAttributes attr;
+    char name[96];
+    double t0;
+
+    for (unsigned s = 0; s < STREAMS; ++s) {
+        CHECK(cux_drv.cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    for (unsigned z = 0; z < sizeof(sizes_to_try) / sizeof(sizes_to_try[0]); ++z) {
+        size_t size = sizes_to_try[z];
+        for (unsigned b = 0; b < BATCH; ++b) {
+            dsts[b]  = dst + b * size;
+            srcs[b]  = src + b * size;
+            sizes[b] = size;
+        }
+        for (unsigned nstreams = 1; nstreams <= STREAMS; nstreams *= STREAMS) {
+            t0 = now_ns();
+            for (unsigned i = 0; i < COPIES; ++i) {
+                cux_drv.cuMemcpyAsync(dsts[i % BATCH], srcs[i % BATCH], size, streams[i % nstreams]);
+            }
+            for (unsigned s = 0; s < nstreams; ++s) {
+                cux_drv.cuStreamSynchronize(streams[s]);
+            }
+            snprintf(name, sizeof(name), "GPU0 %zu KB copies back to back, %u stream%s", size >> 10, nstreams,
+                     (nstreams > 1) ? "s" : "");
+            printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+            if (batch == NULL) {
+                continue;
+            }
+            t0 = now_ns();
+            for (unsigned i = 0; i < COPIES / BATCH; ++i) {
+                batch(dsts, srcs, sizes, BATCH, &attr, &attr_idx, 1, streams[i % nstreams]);
+            }
+            for (unsigned s = 0; s < nstreams; ++s) {
+                cux_drv.cuStreamSynchronize(streams[s]);
+            }
+            snprintf(name, sizeof(name), "GPU0 %zu KB copies in batches of 16, %u stream%s", size >> 10,
+                     nstreams, (nstreams > 1) ? "s" : "");
+            printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+        }
+    }
+    for (unsigned s = 0; s < STREAMS; ++s) {
+        cux_drv.cuStreamDestroy(streams[s]);
+    }
+    fflush(stdout);
+}
+
+/* One launch for a batch of up to 16 copies: PTX from nvcc 13.0 (`nvcc -ptx -arch=compute_75 -O3`, .version
+ * lowered to 6.4, which is all it needs) of
+ *   struct desc { unsigned long long src, dst, size; };  struct batch { desc copy[16]; };
+ *   extern "C" __global__ void cux_copy_batch(batch b)
+ * where blockIdx.y picks the copy and the x blocks stride over it, 16 bytes at a time when src, dst and size
+ * allow, else byte by byte. */
+static const char cux_copy_batch_ptx[] =
+    ".version 6.4\n"
+    ".target sm_75\n"
+    ".address_size 64\n"
+    ".visible .entry cux_copy_batch(\n"
+    "    .param .align 8 .b8 cux_copy_batch_param_0[384]\n"
+    ")\n"
+    "{\n"
+    "    .reg .pred     %p<6>;\n"
+    "    .reg .b16     %rs<2>;\n"
+    "    .reg .b32     %r<14>;\n"
+    "    .reg .b64     %rd<31>;\n"
+    "    mov.b64     %rd15, cux_copy_batch_param_0;\n"
+    "    mov.u32     %r1, %ctaid.y;\n"
+    "    mul.wide.u32     %rd17, %r1, 24;\n"
+    "    add.s64     %rd18, %rd15, %rd17;\n"
+    "    mov.u32     %r2, %nctaid.x;\n"
+    "    mov.u32     %r3, %ntid.x;\n"
+    "    mul.wide.u32     %rd1, %r2, %r3;\n"
+    "    mov.u32     %r4, %ctaid.x;\n"
+    "    mul.wide.u32     %rd19, %r4, %r3;\n"
+    "    mov.u32     %r5, %tid.x;\n"
+    "    cvt.u64.u32     %rd20, %r5;\n"
+    "    add.s64     %rd29, %rd19, %rd20;\n"
+    "    ld.param.u64     %rd3, [%rd18+8];\n"
+    "    ld.param.u64     %rd4, [%rd18];\n"
+    "    or.b64      %rd21, %rd3, %rd4;\n"
+    "    ld.param.u64     %rd5, [%rd18+16];\n"
+    "    or.b64      %rd22, %rd21, %rd5;\n"
+    "    and.b64      %rd23, %rd22, 15;\n"
+    "    setp.eq.s64     %p1, %rd23, 0;\n"
+    "    @%p1 bra     $L__BB0_4;\n"
+    "    setp.ge.u64     %p2, %rd29, %rd5;\n"
+    "    @%p2 bra     $L__BB0_7;\n"
+    "    cvta.to.global.u64     %rd6, %rd3;\n"
+    "    cvta.to.global.u64     %rd7, %rd4;\n"
+    "$L__BB0_3:\n"
+    "    add.s64     %rd24, %rd7, %rd29;\n"
+    "    ld.global.u8     %rs1, [%rd24];\n"
+    "    add.s64     %rd25, %rd6, %rd29;\n"
+    "    st.global.u8     [%rd25], %rs1;\n"
+    "    add.s64     %rd29, %rd29, %rd1;\n"
+    "    setp.lt.u64     %p3, %rd29, %rd5;\n"
+    "    @%p3 bra     $L__BB0_3;\n"
+    "    bra.uni     $L__BB0_7;\n"
+    "$L__BB0_4:\n"
+    "    shr.u64     %rd10, %rd5, 4;\n"
+    "    setp.ge.u64     %p4, %rd29, %rd10;\n"
+    "    @%p4 bra     $L__BB0_7;\n"
+    "    cvta.to.global.u64     %rd11, %rd3;\n"
+    "    cvta.to.global.u64     %rd12, %rd4;\n"
+    "$L__BB0_6:\n"
+    "    shl.b64     %rd26, %rd29, 4;\n"
+    "    add.s64     %rd27, %rd12, %rd26;\n"
+    "    add.s64     %rd28, %rd11, %rd26;\n"
+    "    ld.global.v4.u32     {%r6, %r7, %r8, %r9}, [%rd27];\n"
+    "    st.global.v4.u32     [%rd28], {%r6, %r7, %r8, %r9};\n"
+    "    add.s64     %rd29, %rd29, %rd1;\n"
+    "    setp.lt.u64     %p5, %rd29, %rd10;\n"
+    "    @%p5 bra     $L__BB0_6;\n"
+    "$L__BB0_7:\n"
+    "    ret;\n"
+    "}\n";
+
+typedef struct {
+    unsigned long long src, dst, size;
+} cux_copy_batch_desc_t;
+
+/* Small copies within one GPU, 16 per kernel launch, back to back on one stream. */
+static void measure_small_copy_kernel(CUdeviceptr src, CUdeviceptr dst)
+{
+    PFN_cuModuleLoadData_v2000 load_data       = driver_proc("cuModuleLoadData", 2000);
+    PFN_cuModuleGetFunction_v2000 get_function = driver_proc("cuModuleGetFunction", 2000);
+    PFN_cuLaunchKernel_v4000 launch            = driver_proc("cuLaunchKernel", 4000);
+    enum { BATCH = 16, COPIES = 4096 };
+    static const size_t sizes_to_try[] = {4096, 65536};
+    cux_copy_batch_desc_t batch[BATCH];
+    void *params[] = {batch};
+    CUfunction function;
+    CUmodule module;
+    CUstream stream;
+    char name[96];
+    double t0;
+
+    if ((load_data == NULL) || (get_function == NULL) || (launch == NULL) ||
+        (load_data(&module, cux_copy_batch_ptx) != CUDA_SUCCESS) ||
+        (get_function(&function, module, "cux_copy_batch") != CUDA_SUCCESS)) {
+        printf("# copies in one kernel launch: skipped (needs the real driver)\n");
+        return;
+    }
+    CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "stream");
+    for (unsigned z = 0; z < sizeof(sizes_to_try) / sizeof(sizes_to_try[0]); ++z) {
+        size_t size    = sizes_to_try[z];
+        unsigned grid  = (unsigned)((size / 16 + 255) / 256);
+        for (unsigned b = 0; b < BATCH; ++b) {
+            batch[b] = (cux_copy_batch_desc_t){src + b * size, dst + b * size, size};
+        }
+        t0 = now_ns();
+        for (unsigned i = 0; i < COPIES / BATCH; ++i) {
+            launch(function, grid, BATCH, 1, 256, 1, 1, 0, stream, params, NULL);
+        }
+        cux_drv.cuStreamSynchronize(stream);
+        snprintf(name, sizeof(name), "GPU0 %zu KB copies, 16 per kernel launch", size >> 10);
+        printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+    }
+    {
+        /* the data check: an odd size and offset take the byte loop, a round one the 16-byte loop */
+        static unsigned char in[65536], out[65536];
+        for (unsigned i = 0; i < sizeof(in); ++i) {
+            in[i] = (unsigned char)(i * 7 + 3);
+        }
+        cux_drv.cuMemcpyAsync(src, (CUdeviceptr)in, sizeof(in), stream);
+        cux_drv.cuMemcpyAsync(dst, (CUdeviceptr)out, sizeof(out), stream);
+        batch[0] = (cux_copy_batch_desc_t){src, dst, 4096};
+        batch[1] = (cux_copy_batch_desc_t){src + 5000, dst + 5001, 3001};
+        launch(function, 1, 2, 1, 256, 1, 1, 0, stream, params, NULL);
+        cux_drv.cuMemcpyAsync((CUdeviceptr)out, dst, sizeof(out), stream);
+        cux_drv.cuStreamSynchronize(stream);
+        printf("# copies in one kernel launch, data check: %s\n",
+               (!memcmp(out, in, 4096) && !memcmp(out + 5001, in + 5000, 3001)) ? "ok" : "WRONG");
+    }
+    cux_drv.cuStreamDestroy(stream);
+    fflush(stdout);
+}
+
 /* Copy kernels for measure_small_copy_levers, PTX from nvcc 13.0 (`nvcc -ptx -arch=compute_90 -O3`) of:
  *   extern "C" __global__ void cux_copy16(const uint4 *s, uint4 *d, unsigned long long n)  (n 16-byte words)
  *   extern "C" __global__ void cux_copy1(const unsigned char *s, unsigned char *d, unsigned long long n)
@@ -657,6 +849,8 @@ int main(int argc, char **argv)
         MEASURE("cuCtxGetCurrent", iters, cux_drv.cuCtxGetCurrent(&cur));
     }
 
+    measure_small_copy_throughput(d0, d0b);
+    measure_small_copy_kernel(d0, d0b);
     measure_peer_copy_levers(iters, d0, d1, ctx, ctx1);
     measure_small_copy_levers(iters, d0, d1, ctx, ctx1);
     measure_copy_ceilings(ctx, ctx1);

@@ -397,6 +397,7 @@ def main():
                     help="module to compare, with optional environment for its runs (a value cannot hold a comma; "
                          "UCX_TLS=^cuda can); the first is the reference")
     ap.add_argument("--cases", default="copy", help="comma-separated case sets: " + ", ".join(sorted(CASE_SETS)))
+    ap.add_argument("--sizes", help="comma-separated message sizes in bytes: only the cases of these sizes")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per run")
     ap.add_argument("--cpus", default="1,3", help="cores for server,client ('' for no binding)")
@@ -429,6 +430,8 @@ def main():
     env = environment()
     env["ucx"] = ucx_version.replace("Version", "UCX").strip()
     cases = [case for name in args.cases.split(",") for case in CASE_SETS[name]]
+    if args.sizes:
+        cases = [case for case in cases if case[2] in {int(s) for s in args.sizes.split(",")}]
 
     results = {}  # (case name, module name) -> [values]
     proto = {}    # (case name, module name) -> {"client": [lines], "server": [lines]}
