@@ -155,6 +155,50 @@ TEST_F(ipc_transport, a_lone_copy_is_issued_at_once_and_later_ones_wait_for_a_ba
  * same time on every copy between processes whatever its size, so blocks that continue each other in the same
  * two allocations go as one copy, with the local buffer registered or not (UCP passes no handle: the pointer
  * query finds its allocation); blocks of another allocation stay copies of their own. Every byte is checked. */
+/* Issue 22, item 2: small copies between GPU memory, several to a batch, go to the GPU as one kernel launch; a
+ * lone copy, copies from host memory, copies over COPY_KERNEL_MAX, and every copy with COPY_KERNEL_MAX=0, go to
+ * the copy engines. */
+TEST_F(ipc_transport, a_batch_of_small_gpu_copies_goes_as_one_kernel_launch)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "counts the launches the mock driver accepts, with its copies in flight (MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t size = 4096, n = 8;
+    const struct {
+        const char *kernel_max;
+        buf_kind   local;
+        long       launches;
+    } cases[] = {{"256k", buf_kind::cuda0, 1}, {"0", buf_kind::cuda0, 0}, {"2k", buf_kind::cuda0, 0},
+                 {"256k", buf_kind::host, 0}};
+
+    for (const auto &c : cases) {
+        SCOPED_TRACE(std::string("COPY_KERNEL_MAX=") + c.kernel_max + ", local " + buf_kind_name(c.local));
+        destroy_ep();
+        open_iface({{"MAX_BATCH", "16"}, {"COPY_KERNEL_MAX", c.kernel_max}});
+        start_peer();
+        buffer local(c.local, n * size);
+        remote_buf rb = remote_alloc(n * size, cux_device_count() - 1, 71);
+        ASSERT_NE(0u, rb.addr);
+        const long launches = mock_live("kernel launches");
+
+        /* the first copy finds nothing in flight and goes at once; the other seven wait for one batch */
+        counting_completion ops(n);
+        for (size_t i = 0; i < n; ++i) {
+            uct_iov_t iov = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+            ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(m_ep, &iov, 1, rb.addr + (n - 1 - i) * size, rb.rkey.rkey,
+                                                       &ops.comp)); /* reversed: no two copies merge */
+        }
+        ASSERT_EQ(UCS_OK, wait(&ops.comp));
+        EXPECT_EQ(launches + c.launches, mock_live("kernel launches"));
+        std::vector<uint8_t> got = local.read(), want = pattern(71, n * size);
+        for (size_t i = 0; i < n; ++i) {
+            EXPECT_TRUE(std::equal(got.begin() + i * size, got.begin() + (i + 1) * size,
+                                   want.begin() + (n - 1 - i) * size)) << "block " << i;
+        }
+        remote_free(rb);
+    }
+}
+
 TEST_F(ipc_transport, adjacent_blocks_of_the_same_allocations_are_one_copy)
 {
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
@@ -400,15 +444,18 @@ TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_erro
     }
     const size_t size = 65536, n = 8;
     remote_buf rb = remote_alloc(size * n, 0, 1);
-    buffer local(buf_kind::cuda0, size * n);
+    buffer local(buf_kind::cuda0, size * n), host(buf_kind::host, size * n);
     long events = mock_live("events");
-    for (const char *fail : {"cuMemcpyBatchAsync", "cuMemcpyAsync"}) {
+    /* GPU memory on both sides goes as one kernel launch, host memory as a batch for the copy engines; adjacent
+     * blocks merge into one copy */
+    for (const char *fail : {"cuLaunchKernel", "cuMemcpyBatchAsync", "cuMemcpyAsync"}) {
         SCOPED_TRACE(fail);
         bool merged = !strcmp(fail, "cuMemcpyAsync");
+        buffer &from = !strcmp(fail, "cuMemcpyBatchAsync") ? host : local;
         counting_completion comp(n);
         setenv("MOCK_CUDA_FAIL", fail, 1);
         for (size_t i = 0; i < n; ++i) {
-            uct_iov_t iov   = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
+            uct_iov_t iov   = {(char*)from.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
             uint64_t remote = rb.addr + (merged ? i : n - 1 - i) * size;
             ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, remote, rb.rkey.rkey, &comp.comp);
             if (status != UCS_INPROGRESS) {

@@ -3,6 +3,7 @@
  * Asynchronous completion engine: see cux_completion.h.
  */
 #include "cux_completion.h"
+#include "cux_copy_kernel.h"
 #include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
@@ -47,6 +48,7 @@ void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, un
     ucs_list_head_init(&completion->active);
     ucs_list_head_init(&completion->batched);
     cux_completion_set_max_batch(completion, max_batch);
+    completion->kernel_max = 0;
     ucs_queue_head_init(&completion->free_descs);
     ucs_queue_head_init(&completion->pending);
     completion->num_descs    = 0;
@@ -228,14 +230,49 @@ err_sync:
     return (CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream) == UCS_OK) ? UCS_OK : status;
 }
 
-/* Issue the accepted copies as one call, then one event for all of them. A failure completes every copy of
- * the batch with its status at the next progress (never from inside the call that accepted it). */
+/* Whether the batch goes as one kernel launch: more than one copy (a lone copy completes sooner on a copy
+ * engine), each within the bound, and device memory on both sides (the copy's two allocations are known). */
+static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned copies)
+{
+    unsigned i;
+
+    if ((copies < 2) || (copies > CUX_COPY_KERNEL_MAX) || (sq->completion->kernel_max == 0)) {
+        return 0;
+    }
+    for (i = 0; i < copies; ++i) {
+        if ((sq->batch_size[i] > sq->completion->kernel_max) || (sq->batch_allocs[i].dst == 0) ||
+            (sq->batch_allocs[i].src == 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The batch's copies for the copy engines: one call where the driver takes batches. */
+static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstream stream, unsigned copies)
+{
+    CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t attr_index       = 0;
+    ucs_status_t status     = UCS_OK;
+    unsigned i;
+
+    if ((copies > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
+        return CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, copies, &attr,
+                                &attr_index, 1, stream);
+    }
+    for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
+        status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], stream);
+    }
+    return status;
+}
+
+/* Issue the accepted copies as one call (a kernel launch, or a batch for the copy engines), then one event for
+ * all of them. A failure completes every copy of the batch with its status at the next progress (never from
+ * inside the call that accepted it). */
 static void cux_stream_queue_submit(cux_stream_queue_t *sq)
 {
     unsigned i, count       = sq->batch_count;
     unsigned copies         = sq->batch_copies;
-    CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-    size_t attr_index       = 0;
     CUevent event           = NULL;
     cux_ctx_guard_t guard;
     ucs_status_t status;
@@ -254,14 +291,11 @@ static void cux_stream_queue_submit(cux_stream_queue_t *sq)
     if (status != UCS_OK) {
         goto out_leave;
     }
-    if ((copies > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
-        status = CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, copies, &attr,
-                                  &attr_index, 1, stream);
-    } else {
-        for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
-            status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i],
-                                      stream);
-        }
+    status = cux_stream_queue_kernel_fits(sq, copies) ?
+             cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst, sq->batch_src, sq->batch_size, copies) :
+             UCS_ERR_UNSUPPORTED;
+    if (status == UCS_ERR_UNSUPPORTED) {
+        status = cux_stream_queue_issue_copies(sq, stream, copies);
     }
     if (status != UCS_OK) {
         ucs_error("batch of %u copies (%u operations) failed: %s", copies, count, ucs_status_string(status));

@@ -66,6 +66,8 @@ struct cux_completion {
     int              event_fd;      /* -1 until asked for */
     ucs_list_link_t  batched;       /* stream queues with accepted copies */
     unsigned         max_batch;     /* copies per batch, at most CUX_BATCH_MAX */
+    size_t           kernel_max;    /* a batch of copies this small, device memory on both sides, goes as one
+                                       kernel launch (cux_copy_kernel.h); 0: never */
 };
 
 void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
@@ -74,6 +76,12 @@ void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, un
 static inline void cux_completion_set_max_batch(cux_completion_t *completion, unsigned max_batch)
 {
     completion->max_batch = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
+}
+
+/* The largest copy a batch may hold to go as one kernel launch; 0 keeps every copy on the copy engines. */
+static inline void cux_completion_set_kernel_max(cux_completion_t *completion, size_t kernel_max)
+{
+    completion->kernel_max = kernel_max;
 }
 
 /* All stream queues must have been cleaned up first. */

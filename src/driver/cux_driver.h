@@ -90,7 +90,10 @@
     _f(cuMemPoolImportPointer, 11020) \
     _f(cuMemPoolGetAccess, 11020) \
     _f(cuMemPoolSetAccess, 11020) \
-    _f(cuMemPoolDestroy, 11020)
+    _f(cuMemPoolDestroy, 11020) \
+    _f(cuModuleLoadData, 2000) \
+    _f(cuModuleGetFunction, 2000) \
+    _f(cuLaunchKernel, 4000)
 
 #define CUX_DRIVER_FIELD(_name, _version) PFN_##_name##_v##_version _name;
 

@@ -9,12 +9,15 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define CUX_IPC_DEV_NAME "cuda"
+
+#define CUX_IPC_COPY_KERNEL_MAX_AUTO (256 * UCS_KBYTE)
 
 /* cux_iface_config_t comes first in cux_ipc_iface_config_t, so the common fields keep their offsets. */
 static ucs_config_field_t cux_ipc_iface_config_table[] = {
@@ -27,6 +30,13 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      "copies wait to be issued together until the next progress call or until this many are waiting.\n"
      "A copy that finds no other in flight is issued at once. 1 issues every copy at once, in its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
+    {"COPY_KERNEL_MAX", "256k",
+     "A batch of copies (MAX_BATCH) between GPU memory, none larger than this, goes to the GPU as one kernel\n"
+     "launch instead of to its copy engines, which take a few microseconds per copy however small: 16 copies\n"
+     "of 4 KB cost about as much as one (H200, bench/results/). The kernel runs on the SMs beside the\n"
+     "application's kernels. A lone copy always goes to a copy engine. 0 keeps every copy on the copy engines;\n"
+     "auto is 256k.",
+     ucs_offsetof(cux_ipc_iface_config_t, copy_kernel_max), UCS_CONFIG_TYPE_MEMUNITS},
     {NULL}
 };
 
@@ -164,6 +174,8 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->proof         = ucs_derived_of(md, cux_ipc_md_t)->proof;
     self->super.measure = cux_ipc_iface_measure;
     cux_completion_set_max_batch(&self->super.completion, config->max_batch);
+    cux_completion_set_kernel_max(&self->super.completion, (config->copy_kernel_max == UCS_MEMUNITS_AUTO) ?
+                                  CUX_IPC_COPY_KERNEL_MAX_AUTO : config->copy_kernel_max);
     if (self->super.completion.max_batch != config->max_batch) {
         ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
                  CUX_BATCH_MAX, self->super.completion.max_batch);

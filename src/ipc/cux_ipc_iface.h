@@ -15,6 +15,7 @@
 typedef struct cux_ipc_iface_config {
     cux_iface_config_t super;
     unsigned           max_batch;
+    size_t             copy_kernel_max;
 } cux_ipc_iface_config_t;
 
 typedef struct cux_ipc_iface {

@@ -205,6 +205,11 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, CUmemPoolPt
 CUresult m_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location);
 CUresult m_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *desc, size_t count);
 CUresult m_cuMemPoolDestroy(CUmemoryPool pool);
+/* mock_kernels.c */
+extern long mock_kernel_launches;
+CUresult m_cuModuleLoadData(CUmodule *module, const void *image);
+CUresult m_cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name);
+CUresult m_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream s, void **params, void **extra);
 /* mock_faults.c */
 CUresult mock_injected(const char *name, CUresult error);
 

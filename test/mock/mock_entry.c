@@ -30,7 +30,8 @@ static const struct {
     MOCK_SYM(cuMemGetHandleForAddressRange), MOCK_SYM(cuMemGetAddressRange), MOCK_SYM(cuMemGetInfo),
     MOCK_SYM(cuMemPoolExportToShareableHandle), MOCK_SYM(cuMemPoolExportPointer),
     MOCK_SYM(cuMemPoolImportFromShareableHandle), MOCK_SYM(cuMemPoolImportPointer), MOCK_SYM(cuMemPoolGetAccess),
-    MOCK_SYM(cuMemPoolSetAccess), MOCK_SYM(cuMemPoolDestroy),
+    MOCK_SYM(cuMemPoolSetAccess), MOCK_SYM(cuMemPoolDestroy), MOCK_SYM(cuModuleLoadData),
+    MOCK_SYM(cuModuleGetFunction), MOCK_SYM(cuLaunchKernel),
 };
 
 /* A pre-12 driver has no cuGetProcAddress_v2. */

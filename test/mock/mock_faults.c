@@ -36,7 +36,8 @@ CUresult mock_injected(const char *name, CUresult error)
 
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
  * (device and managed memory), "mappings" (imported IPC memory) or "imported pools"; and "failed exports", the
- * export calls that failed so far, and "issued copies", the copies accepted on a stream so far. */
+ * export calls that failed so far, "issued copies", the copies accepted on a stream so far, and "kernel
+ * launches", the launches of the copy kernel so far. */
 long mock_live_streams, mock_live_events;
 long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
@@ -54,6 +55,8 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_failed_exports, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "issued copies")) {
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "kernel launches")) {
+        return __atomic_load_n(&mock_kernel_launches, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "imported pools")) {
         return mock_imported_pools();
     }

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Small copies between device memory, a batch of them in one kernel launch. A GPU's copy engines take a few
+ * microseconds per copy however small (about 5 us per 4 KB copy on one H200, back to back, one stream or
+ * four); one launch of the kernel of cux_copy_kernel.cu copies 16 such blocks in about as long as one
+ * (0.3 us per copy). The kernel runs on the GPU's SMs beside the application's kernels, which the copy
+ * engines do not: the interface that uses it bounds the copies it takes (cuda_ipc: COPY_KERNEL_MAX).
+ *
+ * The PTX is loaded once per context, on first use; where the driver cannot load it, copies go to the copy
+ * engines as before.
+ */
+#ifndef CUX_COPY_KERNEL_H_
+#define CUX_COPY_KERNEL_H_
+
+#include <cuda.h>
+#include <stddef.h>
+#include <ucs/type/status.h>
+
+/* Most copies of one launch (the kernel's parameter block holds this many). */
+#define CUX_COPY_KERNEL_MAX 32
+
+/*
+ * Issues count copies (1..CUX_COPY_KERNEL_MAX) between device memory that the current context reaches, as one
+ * launch on stream; ctx must be current. UCS_ERR_UNSUPPORTED (logged once, at debug level) where the kernel
+ * cannot be loaded in ctx: the caller then uses the copy engines.
+ */
+ucs_status_t cux_copy_kernel_launch(CUcontext ctx, CUstream stream, const CUdeviceptr *dst, const CUdeviceptr *src,
+                                    const size_t *size, unsigned count);
+
+#endif
