@@ -241,7 +241,8 @@ def plot_bandwidth(cases, modules, results, skipped, path, env):
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bandwidth (GB/s)")
     gpu_name = env["gpu"].split(";")[0].split(",")[-1].strip()
-    ax.set_title("ucx_perftest tag_bw -m cuda, GPU0->GPU1\n%s, %s" % (env["ucx"], gpu_name))
+    where = "both processes on GPU0" if all(c[7] == (0, 0) for c in series) else "GPU0->GPU1"
+    ax.set_title("ucx_perftest tag_bw -m cuda, %s\n%s, %s" % (where, env["ucx"], gpu_name))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
