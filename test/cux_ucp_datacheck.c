@@ -24,7 +24,7 @@
  * The "across two allocations" cases map two cuMemCreate allocations one after another into one reserved range,
  * as PyTorch's expandable segments do, and every message longer than 4 KB spans the boundary.
  *
- * The VMM and shareable-pool cases (cuMemCreate or a pool with a POSIX descriptor handle type) send their
+ * The VMM, two-allocation and shareable-pool cases (descriptors of cuMemCreate memory or of a pool) send their
  * sizes twice and fail if either process holds more descriptors after the second pass than after the first.
  *
  * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
@@ -774,7 +774,7 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     void *buf;
     ucp_ep_h ep;
     long fds[2] = {-1, -1};
-    int counts_fds = (mem->kind == KIND_VMM) || (mem->kind == KIND_POOL_FD);
+    int counts_fds = (mem->kind == KIND_VMM) || (mem->kind == KIND_VMM_SPLIT) || (mem->kind == KIND_POOL_FD);
     int rc, s, pass;
 
     for (s = 0; s < check_num_sizes; ++s) {

@@ -171,20 +171,24 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
     } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
         res = pool_alloc(device, kind, *size, dptr);
     } else {
+        /* one allocation, or two of half the size each in one range */
+        const int pieces = (kind == alloc_vmm_split) ? 2 : 1;
         prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id          = device;
-        prop.requestedHandleTypes = (kind == alloc_vmm_fd) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR :
-                                                             CU_MEM_HANDLE_TYPE_NONE;
+        prop.requestedHandleTypes = (kind == alloc_vmm_private) ? CU_MEM_HANDLE_TYPE_NONE :
+                                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         res = cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         if (res == CUDA_SUCCESS) {
-            *size = (*size + granularity - 1) / granularity * granularity;
-            res   = cux_drv.cuMemCreate(&handle, *size, &prop, 0);
-        }
-        if (res == CUDA_SUCCESS) {
-            res = cux_drv.cuMemAddressReserve(dptr, *size, 0, 0, 0);
-            if (res == CUDA_SUCCESS) {
-                res = cux_drv.cuMemMap(*dptr, *size, 0, handle, 0);
+            size_t piece = (*size / pieces + granularity - 1) / granularity * granularity;
+            *size        = piece * pieces;
+            res          = cux_drv.cuMemAddressReserve(dptr, *size, 0, 0, 0);
+            for (int i = 0; (i < pieces) && (res == CUDA_SUCCESS); ++i) {
+                res = cux_drv.cuMemCreate(&handle, piece, &prop, 0);
+                if (res == CUDA_SUCCESS) {
+                    res = cux_drv.cuMemMap(*dptr + i * piece, piece, 0, handle, 0);
+                    cux_drv.cuMemRelease(handle); /* the mapping keeps the allocation */
+                }
             }
             /* every device may access it: the tests' helpers copy through device 0 */
             for (int d = 0; (d < cux_device_count()) && (res == CUDA_SUCCESS); ++d) {
@@ -193,7 +197,6 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
                 access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
                 res = cux_drv.cuMemSetAccess(*dptr, *size, &access, 1);
             }
-            cux_drv.cuMemRelease(handle); /* the mapping keeps the allocation */
         }
     }
     cux_drv.cuCtxPopCurrent(&prev);
@@ -212,7 +215,11 @@ CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
     } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
         res = pool_free(dptr);
     } else {
-        res = cux_drv.cuMemUnmap(dptr, size);
+        const int pieces = (kind == alloc_vmm_split) ? 2 : 1;
+        res = CUDA_SUCCESS;
+        for (int i = 0; (i < pieces) && (res == CUDA_SUCCESS); ++i) {
+            res = cux_drv.cuMemUnmap(dptr + i * (size / pieces), size / pieces);
+        }
         if (res == CUDA_SUCCESS) {
             res = cux_drv.cuMemAddressFree(dptr, size);
         }

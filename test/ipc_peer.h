@@ -16,10 +16,12 @@ namespace cux_test {
  * not read its memory nor take its descriptors, as under Yama's ptrace_scope=1 for a non-root sibling. */
 enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump };
 
-/* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, or from a memory pool
- * made with that handle type or from the device's default pool (which has none). */
+/* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, from a memory pool
+ * made with that handle type or from the device's default pool (which has none), or two cuMemCreate allocations
+ * with that handle type mapped one after another in one reserved range (PyTorch's expandable segments). */
 enum alloc_kind : uint64_t {
-    alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2, alloc_pool_fd = 3, alloc_pool_default = 4
+    alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2, alloc_pool_fd = 3, alloc_pool_default = 4,
+    alloc_vmm_split = 5
 };
 
 struct peer_msg {

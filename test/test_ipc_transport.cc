@@ -570,6 +570,49 @@ TEST_F(ipc_transport, pool_memory_travels_as_the_pools_descriptor)
     EXPECT_EQ(pools, mock_live("imported pools")) << "an imported pool was not destroyed";
 }
 
+/* Issue 22, item 4: a buffer across two cuMemCreate allocations of one range (PyTorch's expandable segments)
+ * travels as a span: the importer maps both pieces, in order, into one range of its own, and copies across the
+ * boundary arrive whole. The span's descriptors are the allocations' own (one each, however many keys), and
+ * nothing stays mapped once the cache lets go. */
+TEST_F(ipc_transport, a_buffer_across_two_allocations_of_one_range_travels_as_a_span)
+{
+    for (int device = 0; device < std::min(cux_device_count(), 2); ++device) {
+        SCOPED_TRACE("peer GPU" + std::to_string(device));
+        const size_t size = 4 << 20;
+        long mappings     = mock_live("mappings");
+        remote_buf rb     = remote_alloc(size, device, 17, alloc_vmm_split);
+        ASSERT_NE(0u, rb.addr);
+        const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
+        ASSERT_EQ(CUX_IPC_KIND_VMM_SPAN, key->kind);
+        EXPECT_EQ(2u, key->span.count);
+        EXPECT_EQ(size, key->length);
+        buffer local(buf_kind::cuda0, size), across(buf_kind::cuda0, 8192);
+        round_trip(local, rb, size, 23);
+        /* 8 KB straddling the boundary, on its own */
+        const size_t boundary = rb.addr + size / 2 - 4096;
+        across.write(pattern(29, 8192));
+        ASSERT_EQ(UCS_OK, zcopy(true, across.ptr(), 8192, boundary, rb.rkey.rkey));
+        EXPECT_EQ(0, remote(peer_op::check, boundary, 8192, 29)) << "put across the boundary";
+        remote_free(rb);
+        cux_ipc_cache_purge(&cux_ipc_cache);
+        EXPECT_EQ(mappings, mock_live("mappings")) << "a piece of the span stayed mapped";
+    }
+}
+
+/* A span key that claims one piece or more than CUX_IPC_SPAN_MAX is refused at unpack. */
+TEST_F(ipc_transport, a_span_key_of_an_impossible_size_is_refused)
+{
+    remote_buf rb = remote_alloc(4 << 20, 0, 18, alloc_vmm_split);
+    for (uint32_t count : {1u, CUX_IPC_SPAN_MAX + 1u}) {
+        cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+        forged.span.count     = count;
+        cux_ipc_rkey_seal(&forged);
+        uct_rkey_bundle_t bundle;
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, &forged, &bundle)) << count << " pieces";
+    }
+    remote_free(rb);
+}
+
 /* UCP 1.16+ asserts that a cuda buffer registers with every memory domain it chose by memory type: memory that
  * cannot be shared registers, and its key makes the peer's unpack answer UNREACHABLE, so that UCP leaves
  * cuda_ipc out for the transfer (as for a key from another host). */

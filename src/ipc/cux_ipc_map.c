@@ -7,6 +7,7 @@
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <inttypes.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,11 +34,11 @@ static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int dev
     return UCS_OK;
 }
 
-/* The descriptor a VMM or pool key names in its exporter, duplicated into this process; -1 if it cannot be
- * taken or the key no longer holds. */
-static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer)
+/* The descriptor export_fd of the key's exporter (the key's own, or a piece's of a span), duplicated into this
+ * process; -1 if it cannot be taken or the key no longer holds. */
+static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int export_fd)
 {
-    int fd = cux_ipc_peer_take_fd(peer, key->export_fd);
+    int fd = cux_ipc_peer_take_fd(peer, export_fd);
 
     if (fd < 0) {
         return -1;
@@ -61,18 +62,16 @@ static CUmemAccessDesc cux_ipc_rw_access(int device)
     return access;
 }
 
-/* VMM memory: import the exporter's allocation handle and map it into a fresh range, readable and writable
- * from the local device. */
-static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
-                                    CUdeviceptr *dptr_p)
+/* One exported cuMemCreate allocation of length bytes, mapped at dptr (reserved): its descriptor export_fd in
+ * the key's exporter, imported. */
+static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int export_fd,
+                                      CUdeviceptr dptr, size_t length)
 {
-    CUmemAccessDesc access = cux_ipc_rw_access(device);
     CUmemGenericAllocationHandle handle;
     ucs_status_t status;
-    CUdeviceptr dptr;
     int fd;
 
-    fd = cux_ipc_take_key_fd(key, peer);
+    fd = cux_ipc_take_key_fd(key, peer, export_fd);
     if (fd < 0) {
         return UCS_ERR_UNREACHABLE;
     }
@@ -82,27 +81,111 @@ static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *p
     if (status != UCS_OK) {
         return status;
     }
+    status = CUX_DRV_CALL_ERR(cuMemMap, dptr, length, 0, handle, 0); /* the driver refuses more than it holds */
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle); /* a mapping holds the allocation */
+    return status;
+}
 
+/* The pieces of a VMM_SPAN key, as the exporter keeps them: read from its memory, and taken as they are only if
+ * the key still holds after the read (the exporter frees the table only after it wiped the key) and they lie
+ * one after another over exactly the key's range. */
+static ucs_status_t cux_ipc_span_pieces(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer,
+                                        cux_ipc_span_piece_t *piece)
+{
+    uint64_t at = key->base;
+    ucs_status_t status;
+    unsigned i;
+
+    status = cux_ipc_peer_read(peer, key->span.table, piece, key->span.count * sizeof(*piece));
+    if (status == UCS_OK) {
+        status = cux_ipc_peer_check_key(peer, key);
+    }
+    for (i = 0; (i < key->span.count) && (status == UCS_OK); ++i) {
+        if ((piece[i].base != at) || (piece[i].length == 0) || (piece[i].length > key->base + key->length - at)) {
+            ucs_error("cuda_ipc: pid %d's span 0x%" PRIx64 "+%" PRIu64 " has a piece 0x%" PRIx64 "+%" PRIu64
+                      " out of place: refused", key->pid, key->base, key->length, piece[i].base, piece[i].length);
+            return UCS_ERR_UNREACHABLE;
+        }
+        at += piece[i].length;
+    }
+    if ((status == UCS_OK) && ((at != key->base + key->length) ||
+                               (cux_ipc_span_pieces_id(piece, key->span.count) != key->span.pieces))) {
+        ucs_error("cuda_ipc: pid %d's span 0x%" PRIx64 "+%" PRIu64 " has pieces other than its key says: refused",
+                  key->pid, key->base, key->length);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return status;
+}
+
+/* What a VMM mapping holds until it is unmapped: its pieces' lengths (each is unmapped on its own). */
+typedef struct {
+    unsigned count;
+    uint64_t length[];
+} cux_ipc_span_layout_t;
+
+static void cux_ipc_unmap_pieces(CUdeviceptr dptr, const cux_ipc_span_layout_t *layout, unsigned count)
+{
+    unsigned i;
+
+    for (i = 0; i < count; dptr += layout->length[i++]) {
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemUnmap, dptr, layout->length[i]);
+    }
+}
+
+/*
+ * VMM memory: import the exporter's allocation handle, or each of a span's (in order, one after another), and
+ * map it into a fresh range, readable and writable from the local device. A span's mapping holds its layout.
+ */
+static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
+                                    CUdeviceptr *dptr_p, cux_ipc_span_layout_t **layout_p)
+{
+    CUmemAccessDesc access = cux_ipc_rw_access(device);
+    cux_ipc_span_piece_t piece[CUX_IPC_SPAN_MAX];
+    unsigned mapped = 0, count = (key->kind == CUX_IPC_KIND_VMM_SPAN) ? key->span.count : 1;
+    cux_ipc_span_layout_t *layout;
+    ucs_status_t status;
+    CUdeviceptr dptr;
+
+    layout = ucs_calloc(1, sizeof(*layout) + count * sizeof(layout->length[0]), "cux_ipc_span_layout");
+    if (layout == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    if (key->kind == CUX_IPC_KIND_VMM_SPAN) {
+        status = cux_ipc_span_pieces(key, peer, piece);
+    } else {
+        piece[0] = (cux_ipc_span_piece_t){.base = key->base, .length = key->length, .fd = key->export_fd};
+        status   = UCS_OK;
+    }
+    if (status != UCS_OK) {
+        goto err_free_layout;
+    }
     status = CUX_DRV_CALL_ERR(cuMemAddressReserve, &dptr, key->length, 0, 0, 0);
     if (status != UCS_OK) {
-        goto out_release;
+        goto err_free_layout;
     }
-    status = CUX_DRV_CALL_ERR(cuMemMap, dptr, key->length, 0, handle, 0);
+    for (; (mapped < count) && (status == UCS_OK); ++mapped) {
+        status = cux_ipc_map_piece(key, peer, piece[mapped].fd, dptr + (piece[mapped].base - key->base),
+                                   piece[mapped].length);
+        layout->length[mapped] = piece[mapped].length;
+    }
     if (status != UCS_OK) {
-        goto err_free_range;
+        --mapped; /* the one that failed */
+        goto err_unmap;
     }
     status = CUX_DRV_CALL_ERR(cuMemSetAccess, dptr, key->length, &access, 1);
     if (status != UCS_OK) {
-        (void)CUX_DRV_CALL_ERR(cuMemUnmap, dptr, key->length);
-        goto err_free_range;
+        goto err_unmap;
     }
-    *dptr_p = dptr;
-    goto out_release; /* the mapping holds the allocation now */
+    layout->count = count;
+    *dptr_p       = dptr;
+    *layout_p     = layout;
+    return UCS_OK;
 
-err_free_range:
+err_unmap:
+    cux_ipc_unmap_pieces(dptr, layout, mapped);
     (void)CUX_DRV_CALL_ERR(cuMemAddressFree, dptr, key->length);
-out_release:
-    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+err_free_layout:
+    ucs_free(layout);
     return status;
 }
 
@@ -168,7 +251,7 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
                   key->pid);
         return UCS_ERR_UNREACHABLE;
     }
-    fd = cux_ipc_take_key_fd(key, peer);
+    fd = cux_ipc_take_key_fd(key, peer, key->export_fd);
     if (fd < 0) {
         return UCS_ERR_UNREACHABLE;
     }
@@ -203,8 +286,9 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
 static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer_arg,
                                 void **mapped_p, void **held_p)
 {
-    cux_ipc_peer_t *peer = peer_arg;
-    CUmemoryPool pool    = NULL;
+    cux_ipc_peer_t *peer          = peer_arg;
+    CUmemoryPool pool             = NULL;
+    cux_ipc_span_layout_t *layout = NULL;
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
@@ -228,8 +312,8 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     if (status != UCS_OK) {
         return status;
     }
-    if (key->kind == CUX_IPC_KIND_VMM_FD) {
-        status = cux_ipc_map_vmm(key, peer, device, &dptr); /* maps key->length: the driver refuses more */
+    if ((key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_VMM_SPAN)) {
+        status = cux_ipc_map_vmm(key, peer, device, &dptr, &layout);
     } else if (key->kind == CUX_IPC_KIND_POOL_FD) {
         status = cux_ipc_map_pool(key, peer, device, &dptr, &pool);
     } else {
@@ -247,31 +331,34 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     ucs_debug("cuda_ipc: mapped pid %d 0x%" PRIx64 "+%" PRIu64 " at 0x%llx on device %d", key->pid,
               (uint64_t)key->base, (uint64_t)key->length, (unsigned long long)dptr, device);
     *mapped_p = (void*)(uintptr_t)dptr;
-    *held_p   = pool;
+    *held_p   = (pool != NULL) ? (void*)pool : (void*)layout;
     return UCS_OK;
 }
 
 static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
 {
     CUdeviceptr dptr = (uintptr_t)region->mapped;
+    int vmm          = (region->kind == CUX_IPC_KIND_VMM_FD) || (region->kind == CUX_IPC_KIND_VMM_SPAN);
     cux_ctx_guard_t guard;
 
     /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's
      * own memory was never mapped */
-    if (cux_driver_forked || (region->key.pid == getpid()) ||
-        (cux_device_ctx_enter(region->device, &guard) != UCS_OK)) {
-        return;
+    if (!cux_driver_forked && (region->key.pid != getpid()) &&
+        (cux_device_ctx_enter(region->device, &guard) == UCS_OK)) {
+        if (vmm) {
+            cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_span_layout_t*)region->held)->count);
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
+        } else if (region->kind == CUX_IPC_KIND_POOL_FD) {
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemPoolDestroy, (CUmemoryPool)region->held);
+        } else {
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
+        }
+        cux_ctx_leave(&guard);
     }
-    if (region->kind == CUX_IPC_KIND_VMM_FD) {
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemUnmap, dptr, region->length);
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
-    } else if (region->kind == CUX_IPC_KIND_POOL_FD) {
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemPoolDestroy, (CUmemoryPool)region->held);
-    } else {
-        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
+    if (vmm) {
+        ucs_free(region->held); /* host memory: freed in a forked child too */
     }
-    cux_ctx_leave(&guard);
 }
 
 const cux_ipc_cache_ops_t cux_ipc_map_ops = {

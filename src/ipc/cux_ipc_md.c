@@ -89,7 +89,9 @@ static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
 {
     explicit_bzero(&memh->key, sizeof(memh->key));
     cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
-    memh->fdx = NULL;
+    cux_ipc_span_release(&md->fd_exports, memh->span);
+    memh->fdx  = NULL;
+    memh->span = NULL;
 }
 
 /* What the driver says an allocation can be exported as. */
@@ -307,28 +309,64 @@ static ucs_status_t cux_ipc_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params
     return UCS_OK;
 }
 
-/*
- * Packs key for the buffer [start, start + length). A buffer that runs past the key's allocation (PyTorch's
- * expandable segments map several allocations one after another into one range) gets a key of kind NONE: the
- * peer takes another path for it instead of reaching past the one allocation it could map.
- */
-static void cux_ipc_key_pack(const cux_ipc_rkey_t *key, const void *start, size_t length, void *rkey_buffer)
+/* A key of kind NONE in key's place: the peer takes another path for the buffer. */
+static void cux_ipc_key_pack_none(const cux_ipc_rkey_t *key, void *rkey_buffer)
 {
-    cux_ipc_rkey_t none;
+    cux_ipc_rkey_t none = *key;
 
-    if ((length == 0) || cux_ipc_rkey_covers(key, (uintptr_t)start, length)) {
-        memcpy(rkey_buffer, key, sizeof(*key));
-        return;
-    }
-    ucs_debug("cuda_ipc: %p+%zu runs past its allocation 0x%" PRIx64 "+%" PRIu64 ": another path carries it",
-              start, length, key->base, key->length);
-    none           = *key;
     none.kind      = CUX_IPC_KIND_NONE;
     none.export_fd = -1;
     none.secret    = 0;
     memset(&none.handle, 0, sizeof(none.handle));
     cux_ipc_rkey_seal(&none);
     memcpy(rkey_buffer, &none, sizeof(none));
+}
+
+/*
+ * Packs memh's key for the buffer [start, start + length), with memo_lock held, which it releases. A buffer
+ * that runs past the key's allocation (PyTorch's expandable segments map several allocations one after another
+ * into one range) gets its span's key (cux_ipc_span.h), made on the first such buffer; where there can be none
+ * (not cuMemCreate memory, a piece that cannot be exported), a key of kind NONE: the peer then takes another
+ * path instead of reaching past the one allocation it could map.
+ */
+static void cux_ipc_memh_pack_unlock(cux_ipc_md_t *md, cux_ipc_memh_t *memh, const void *start, size_t length,
+                                     void *rkey_buffer)
+{
+    cux_ipc_span_t *span, *unused;
+    cux_ipc_rkey_t first;
+
+    if ((length == 0) || cux_ipc_rkey_covers(&memh->key, (uintptr_t)start, length)) {
+        memcpy(rkey_buffer, &memh->key, sizeof(memh->key));
+    } else if ((memh->span != NULL) && cux_ipc_rkey_covers(&memh->span->key, (uintptr_t)start, length)) {
+        memcpy(rkey_buffer, &memh->span->key, sizeof(memh->span->key));
+    } else if (memh->key.kind != CUX_IPC_KIND_VMM_FD) {
+        ucs_debug("cuda_ipc: %p+%zu runs past its allocation 0x%" PRIx64 "+%" PRIu64 ", which is not cuMemCreate "
+                  "memory: another path carries it", start, length, memh->key.base, memh->key.length);
+        cux_ipc_key_pack_none(&memh->key, rkey_buffer);
+    } else {
+        /* a span is made outside the lock (driver calls), then kept unless another thread made one meanwhile */
+        first = memh->key;
+        ucs_spin_unlock(&md->memo_lock);
+        if (cux_ipc_span_make(&md->fd_exports, &first, memh->device, start, length, &span) != UCS_OK) {
+            cux_ipc_key_pack_none(&first, rkey_buffer);
+            return;
+        }
+        ucs_spin_lock(&md->memo_lock);
+        unused = span;
+        if (memcmp(&memh->key, &first, sizeof(first))) {
+            cux_ipc_key_pack_none(&first, rkey_buffer); /* renewed meanwhile: the span is of another allocation */
+        } else if ((memh->span != NULL) && cux_ipc_rkey_covers(&memh->span->key, (uintptr_t)start, length)) {
+            memcpy(rkey_buffer, &memh->span->key, sizeof(memh->span->key));
+        } else {
+            unused     = memh->span;
+            memh->span = span;
+            memcpy(rkey_buffer, &span->key, sizeof(span->key));
+        }
+        ucs_spin_unlock(&md->memo_lock);
+        cux_ipc_span_release(&md->fd_exports, unused); /* its key wiped first: importers of it take another path */
+        return;
+    }
+    ucs_spin_unlock(&md->memo_lock);
 }
 
 /*
@@ -359,7 +397,8 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     }
     if (address == NULL) {
         if (!CUX_UCX_CACHES_IPC_REGISTRATIONS) { /* UCP 1.13 packs a registration it has just made */
-            cux_ipc_key_pack(&memh->key, memh->address, memh->length, rkey_buffer);
+            ucs_spin_lock(&md->memo_lock);
+            cux_ipc_memh_pack_unlock(md, memh, memh->address, memh->length, rkey_buffer);
             return UCS_OK;
         }
         address = memh->address; /* UCP 1.14 and 1.15 keep registrations but do not say which buffer is sent */
@@ -378,8 +417,7 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     /* memh may be UCP's cached registration, packed by several workers at once: read and swap it locked */
     ucs_spin_lock(&md->memo_lock);
     if (cux_ipc_key_is_of(&memh->key, &info)) {
-        cux_ipc_key_pack(&memh->key, address, length, rkey_buffer);
-        ucs_spin_unlock(&md->memo_lock);
+        cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
         return UCS_OK;
     }
     ucs_spin_unlock(&md->memo_lock);
@@ -394,12 +432,13 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     ucs_spin_lock(&md->memo_lock);
     if (!cux_ipc_key_is_of(&memh->key, &info)) {
         cux_ipc_memh_t old = *memh;
+        renewed.address    = memh->address; /* the registration is the same: only its allocation is new */
+        renewed.length     = memh->length;
         *memh              = renewed;
         cux_ipc_memh_seal(memh); /* the key lives in memh now, not in renewed */
-        renewed            = old; /* forgotten below: its key wiped, its descriptor reference given back */
+        renewed            = old; /* forgotten below: its key wiped, its descriptor and span given back */
     }
-    cux_ipc_key_pack(&memh->key, address, length, rkey_buffer);
-    ucs_spin_unlock(&md->memo_lock);
+    cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
     cux_ipc_memh_forget(md, &renewed);
     return UCS_OK;
 }

@@ -11,6 +11,7 @@
 #include "cux_ipc_fd_export.h"
 #include "cux_ipc_rkey.h"
 #include "cux_ipc_proof.h"
+#include "cux_ipc_span.h"
 
 #include <ucs/type/spinlock.h>
 #include <sys/types.h>
@@ -36,6 +37,7 @@ typedef struct cux_ipc_memh {
     cux_ipc_rkey_t      key;
     int                 device;
     cux_ipc_fd_export_t *fdx;
+    cux_ipc_span_t      *span;     /* a buffer of it runs on into the next allocations: their span, or NULL */
     void                *address;  /* the registered buffer */
     size_t              length;
 } cux_ipc_memh_t;

@@ -340,6 +340,15 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     return UCS_OK;
 }
 
+ucs_status_t cux_ipc_peer_read(cux_ipc_peer_t *peer, uint64_t address, void *buf, size_t len)
+{
+    if (!peer->readable || (cux_ipc_read_peer(peer->pid, address, buf, len) != (ssize_t)len)) {
+        return cux_ipc_peer_reject(peer, "cannot read %zu bytes of pid %d's memory at 0x%" PRIx64 ": refused", len,
+                                   peer->pid, address);
+    }
+    return UCS_OK;
+}
+
 int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd)
 {
     int local = syscall(SYS_pidfd_getfd, peer->pidfd, fd, 0);

@@ -77,6 +77,11 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
  * context). */
 ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 
+/* Reads len bytes of the peer's memory at address (the table a VMM_SPAN key names): UCS_ERR_UNREACHABLE if the
+ * peer's memory cannot be read or holds less there. The caller proves the key again after it read: what it read
+ * holds only while the key does. */
+ucs_status_t cux_ipc_peer_read(cux_ipc_peer_t *peer, uint64_t address, void *buf, size_t len);
+
 /* Takes the peer's descriptor through its pidfd (pidfd_getfd); -1 with a log line on failure. */
 int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd);
 

@@ -62,8 +62,12 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
         return cux_ipc_rkey_invalid("corrupt or truncated (checksum mismatch)");
     }
     if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
-        (rkey->kind != CUX_IPC_KIND_NONE) && (rkey->kind != CUX_IPC_KIND_POOL_FD)) {
+        (rkey->kind != CUX_IPC_KIND_NONE) && (rkey->kind != CUX_IPC_KIND_POOL_FD) &&
+        (rkey->kind != CUX_IPC_KIND_VMM_SPAN)) {
         return cux_ipc_rkey_invalid("unknown kind %u", rkey->kind);
+    }
+    if ((rkey->kind == CUX_IPC_KIND_VMM_SPAN) && ((rkey->span.count < 2) || (rkey->span.count > CUX_IPC_SPAN_MAX))) {
+        return cux_ipc_rkey_invalid("a span of %u allocations (2 to %u)", rkey->span.count, CUX_IPC_SPAN_MAX);
     }
     if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {
         return cux_ipc_rkey_invalid("invalid range 0x%" PRIx64 "+%" PRIu64, rkey->base, rkey->length);
@@ -81,12 +85,33 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     return UCS_OK;
 }
 
+/* What tells the pieces from others: every piece's range and buffer id, hashed. */
+uint64_t cux_ipc_span_pieces_id(const cux_ipc_span_piece_t *piece, unsigned count)
+{
+    uint64_t hash = 0xcbf29ce484222325ull, word[3];
+    unsigned i, w;
+
+    for (i = 0; i < count; ++i) {
+        word[0] = piece[i].base;
+        word[1] = piece[i].length;
+        word[2] = piece[i].buffer_id;
+        for (w = 0; w < 3; ++w) {
+            hash ^= word[w];
+            hash *= 0x9e3779b97f4a7c15ull;
+            hash ^= hash >> 29;
+        }
+    }
+    return hash;
+}
+
 int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *b)
 {
     return (a->pid == b->pid) && (a->kind == b->kind) && (a->base == b->base) && (a->length == b->length) &&
            (a->buffer_id == b->buffer_id) && (a->secret == b->secret) && (a->system_id == b->system_id) &&
            !memcmp(&a->dev_uuid, &b->dev_uuid, sizeof(a->dev_uuid)) &&
-           !memcmp(&a->handle, &b->handle, sizeof(a->handle));
+           ((a->kind == CUX_IPC_KIND_VMM_SPAN) ?
+            ((a->span.pieces == b->span.pieces) && (a->span.count == b->span.count)) :
+            !memcmp(&a->handle, &b->handle, sizeof(a->handle)));
 }
 
 /* A pool allocation's export data takes the legacy handle's place: the key's layout is the same for every kind. */

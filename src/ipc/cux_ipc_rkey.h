@@ -27,8 +27,24 @@ enum {
      * pidfd_getfd, like VMM_FD's) and the allocation's export data (cuMemPoolExportPointer). Added without a
      * version change: a peer of an older build refuses such keys as of an unknown kind and takes another
      * path, and every other kind still goes between the two. */
-    CUX_IPC_KIND_POOL_FD = 3
+    CUX_IPC_KIND_POOL_FD = 3,
+    /* A buffer across several cuMemCreate allocations mapped one after another in one reserved range (PyTorch's
+     * expandable segments): a table of the pieces, each with its descriptor, in the exporter's memory, read
+     * back by the importer, which maps every piece in order into one range of its own. */
+    CUX_IPC_KIND_VMM_SPAN = 4
 };
+
+/* Most allocations one VMM_SPAN key names. */
+#define CUX_IPC_SPAN_MAX 64
+
+/* One allocation of a span, as the exporter keeps it in its table. */
+typedef struct cux_ipc_span_piece {
+    uint64_t base;       /* the allocation's start in the exporter: the previous piece's end */
+    uint64_t length;
+    uint64_t buffer_id;
+    int32_t  fd;         /* its descriptor in the exporter */
+    int32_t  reserved;
+} cux_ipc_span_piece_t;
 
 typedef struct cux_ipc_rkey {
     uint32_t       magic;
@@ -43,9 +59,16 @@ typedef struct cux_ipc_rkey {
     union {
         CUipcMemHandle         handle;   /* LEGACY */
         CUmemPoolPtrExportData pool_ptr; /* POOL_FD: the allocation in its pool */
+        struct {
+            uint64_t pieces;             /* VMM_SPAN: a hash of every piece's range and buffer id: with count, what
+                                            tells this span from another (not where its table is) */
+            uint32_t count;              /* how many pieces, 2..CUX_IPC_SPAN_MAX */
+            uint32_t reserved;
+            uint64_t table;              /* where the exporter keeps them (cux_ipc_span_piece_t) */
+        } span;
     };
-    uint64_t       base;        /* allocation start in the exporter's address space */
-    uint64_t       length;      /* allocation length */
+    uint64_t       base;        /* allocation start in the exporter's address space (VMM_SPAN: the first piece's) */
+    uint64_t       length;      /* allocation length (VMM_SPAN: all pieces') */
     uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */
     uint32_t       checksum;    /* over everything before it */
 } __attribute__((packed)) cux_ipc_rkey_t;
@@ -70,9 +93,13 @@ static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t addre
            (address - rkey->base <= rkey->length - length);
 }
 
+/* What tells a span's pieces from others' (key.span.pieces): every piece's range and buffer id, hashed. Both
+ * sides compute it: the importer checks the table it read against the key. */
+uint64_t cux_ipc_span_pieces_id(const cux_ipc_span_piece_t *piece, unsigned count);
+
 /* Do two keys name the same allocation of the same process, with the same handle and secret? (Two
  * registrations of one allocation differ only in where the exporter keeps the key and, for VMM, in the
- * descriptor number.) */
+ * descriptor number; two spans of the same pieces, in where their tables are.) */
 int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *b);
 
 #endif
