@@ -517,7 +517,9 @@ static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdevic
     int least, greatest;
     char name[96];
 
-    if ((load_data == NULL) || (launch == NULL) || !enter_peer_pair(ctx0, ctx1)) {
+    if ((load_data == NULL) || (get_function == NULL) || (launch == NULL) || (create_prio == NULL) ||
+        (priority_range == NULL) || !enter_peer_pair(ctx0, ctx1) ||
+        (load_data(&module, cux_copy_ptx) != CUDA_SUCCESS)) {
         printf("# small-copy levers: skipped (needs two GPUs and the real driver)\n");
         return;
     }
@@ -527,7 +529,6 @@ static void measure_small_copy_levers(unsigned iters, CUdeviceptr local, CUdevic
     CHECK(create_prio(&prio_stream, CU_STREAM_NON_BLOCKING, greatest) == CUDA_SUCCESS, "priority stream");
     CHECK(cux_drv.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
     CHECK(cux_drv.cuEventCreate(&event2, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS, "event");
-    CHECK(load_data(&module, cux_copy_ptx) == CUDA_SUCCESS, "load copy kernels");
     CHECK(get_function(&copy16, module, "cux_copy16") == CUDA_SUCCESS, "cux_copy16");
     CHECK(get_function(&copy1, module, "cux_copy1") == CUDA_SUCCESS, "cux_copy1");
 
