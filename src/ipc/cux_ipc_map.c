@@ -121,9 +121,9 @@ static ucs_status_t cux_ipc_span_pieces(const cux_ipc_rkey_t *key, cux_ipc_peer_
 typedef struct {
     unsigned count;
     uint64_t length[];
-} cux_ipc_span_layout_t;
+} cux_ipc_vmm_layout_t;
 
-static void cux_ipc_unmap_pieces(CUdeviceptr dptr, const cux_ipc_span_layout_t *layout, unsigned count)
+static void cux_ipc_unmap_pieces(CUdeviceptr dptr, const cux_ipc_vmm_layout_t *layout, unsigned count)
 {
     unsigned i;
 
@@ -137,16 +137,16 @@ static void cux_ipc_unmap_pieces(CUdeviceptr dptr, const cux_ipc_span_layout_t *
  * map it into a fresh range, readable and writable from the local device. A span's mapping holds its layout.
  */
 static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
-                                    CUdeviceptr *dptr_p, cux_ipc_span_layout_t **layout_p)
+                                    CUdeviceptr *dptr_p, cux_ipc_vmm_layout_t **layout_p)
 {
     CUmemAccessDesc access = cux_ipc_rw_access(device);
     cux_ipc_span_piece_t piece[CUX_IPC_SPAN_MAX];
     unsigned mapped = 0, count = (key->kind == CUX_IPC_KIND_VMM_SPAN) ? key->span.count : 1;
-    cux_ipc_span_layout_t *layout;
+    cux_ipc_vmm_layout_t *layout;
     ucs_status_t status;
     CUdeviceptr dptr;
 
-    layout = ucs_calloc(1, sizeof(*layout) + count * sizeof(layout->length[0]), "cux_ipc_span_layout");
+    layout = ucs_calloc(1, sizeof(*layout) + count * sizeof(layout->length[0]), "cux_ipc_vmm_layout");
     if (layout == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -288,7 +288,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
 {
     cux_ipc_peer_t *peer          = peer_arg;
     CUmemoryPool pool             = NULL;
-    cux_ipc_span_layout_t *layout = NULL;
+    cux_ipc_vmm_layout_t *layout = NULL;
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
@@ -346,7 +346,7 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
     if (!cux_driver_forked && (region->key.pid != getpid()) &&
         (cux_device_ctx_enter(region->device, &guard) == UCS_OK)) {
         if (vmm) {
-            cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_span_layout_t*)region->held)->count);
+            cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_vmm_layout_t*)region->held)->count);
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
         } else if (region->kind == CUX_IPC_KIND_POOL_FD) {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
