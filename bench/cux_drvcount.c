@@ -48,8 +48,8 @@ static void drvcount_callback(void *userdata, cupti_domain_t domain, cupti_cbid_
 {
     const cupti_callback_data_t *cb = data;
     (void)userdata;
-    if (!(drvcount_on || drvcount_all) || (domain != CUPTI_CB_DOMAIN_DRIVER_API) || (cb->callbackSite != CUPTI_API_ENTER) ||
-        (cbid >= DRVCOUNT_MAX_CBID)) {
+    if (!(drvcount_on || drvcount_all) || (domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
+        (cb->callbackSite != CUPTI_API_ENTER) || (cbid >= DRVCOUNT_MAX_CBID)) {
         return;
     }
     __atomic_fetch_add(&drvcount_calls[cbid], 1, __ATOMIC_RELAXED);
