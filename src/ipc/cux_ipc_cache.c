@@ -43,14 +43,14 @@ static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *regio
 /* Take a region out of the cache; it is unmapped now if unused, else at its last release. */
 static void cux_ipc_cache_detach(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cux_ipc_region_t **pp = &cache->buckets[cux_ipc_cache_bucket(region->pid, region->device, region->base)];
+    cux_ipc_region_t **pp = &cache->buckets[cux_ipc_cache_bucket(region->key.pid, region->device, region->key.base)];
 
     while (*pp != region) {
         pp = &(*pp)->next;
     }
     *pp = region->next;
     --cache->num_regions;
-    cache->total_size -= region->length;
+    cache->total_size -= region->key.length;
 
     if (region->refcount == 0) {
         ucs_list_del(&region->lru);
@@ -118,7 +118,7 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
     pthread_mutex_lock(&cache->lock);
     for (i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
         for (pp = &cache->buckets[i]; (region = *pp) != NULL;) {
-            if ((pid < 0) || (region->pid == pid)) {
+            if ((pid < 0) || (region->key.pid == pid)) {
                 cux_ipc_cache_detach(cache, region); /* *pp is now the next region */
             } else {
                 pp = &region->next;
@@ -149,7 +149,7 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
     int count         = 0;
 
     ucs_list_for_each(region, &cache->lru, lru) {
-        unused += (region->device == device) ? region->length : 0;
+        unused += (region->device == device) ? region->key.length : 0;
     }
     if ((unused == 0) || (unused < length)) {
         ucs_debug("cuda_ipc: mapping %" PRIu64 " bytes on device %d failed; unused mappings there hold %" PRIu64
@@ -160,7 +160,7 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
         if (region->device != device) {
             continue;
         }
-        released += region->length;
+        released += region->key.length;
         ++count;
         ++cache->stats.evictions;
         cux_ipc_cache_detach(cache, region);
@@ -186,7 +186,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     cux_ipc_cache_expire(cache);
 
     for (region = cache->buckets[bucket]; region != NULL; region = region->next) {
-        if ((region->pid == rkey->pid) && (region->device == device) && (region->base == rkey->base)) {
+        if ((region->key.pid == rkey->pid) && (region->device == device) && (region->key.base == rkey->base)) {
             break;
         }
     }
@@ -222,26 +222,21 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 
     region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
     if (region == NULL) {
-        cux_ipc_region_t tmp = {.device = device, .length = rkey->length, .kind = rkey->kind,
-                                .mapped = mapped, .held = held, .key = *rkey};
+        cux_ipc_region_t tmp = {.key = *rkey, .device = device, .mapped = mapped, .held = held};
         cache->ops->unmap(cache->arg, &tmp);
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
     }
-    region->kind       = rkey->kind;
-    region->pid        = rkey->pid;
+    region->key        = *rkey;
     region->owner      = owner;
     region->device     = device;
-    region->base       = rkey->base;
-    region->length     = rkey->length;
-    region->key        = *rkey;
     region->mapped     = mapped;
     region->held       = held;
     region->refcount   = 1;
     region->next       = cache->buckets[bucket];
     cache->buckets[bucket] = region;
     ++cache->num_regions;
-    cache->total_size += region->length;
+    cache->total_size += region->key.length;
     cux_ipc_cache_trim(cache);
 
     *region_p = region;

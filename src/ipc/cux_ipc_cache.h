@@ -27,14 +27,10 @@
 typedef struct cux_ipc_region {
     struct cux_ipc_region *next;      /* hash chain */
     ucs_list_link_t       lru;        /* in cache->lru while unused */
-    int32_t               pid;
-    uint64_t              owner;      /* start time of that process: a reused pid is another owner */
+    cux_ipc_rkey_t        key;        /* the key it was mapped from: process, kind, base and length */
+    uint64_t              owner;      /* start time of key.pid: a reused pid is another owner */
     int                   device;     /* local device the mapping was opened on */
-    uint64_t              base;
-    uint64_t              length;
-    int                   kind;       /* CUX_IPC_KIND_* of the key it was mapped from */
-    cux_ipc_rkey_t        key;        /* the key it was mapped from */
-    void                  *mapped;    /* local address of base */
+    void                  *mapped;    /* local address of key.base */
     void                  *held;      /* what else the mapping holds until unmapped (an imported pool) */
     unsigned              refcount;   /* operations using the mapping */
     ucs_time_t            unused_since; /* when the last operation released it (on the LRU list) */

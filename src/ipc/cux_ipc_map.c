@@ -338,7 +338,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
 static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
 {
     CUdeviceptr dptr = (uintptr_t)region->mapped;
-    int vmm          = (region->kind == CUX_IPC_KIND_VMM_FD) || (region->kind == CUX_IPC_KIND_VMM_SPAN);
+    int vmm          = (region->key.kind == CUX_IPC_KIND_VMM_FD) || (region->key.kind == CUX_IPC_KIND_VMM_SPAN);
     cux_ctx_guard_t guard;
 
     /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's
@@ -347,8 +347,8 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
         (cux_device_ctx_enter(region->device, &guard) == UCS_OK)) {
         if (vmm) {
             cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_vmm_layout_t*)region->held)->count);
-            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->length);
-        } else if (region->kind == CUX_IPC_KIND_POOL_FD) {
+            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->key.length);
+        } else if (region->key.kind == CUX_IPC_KIND_POOL_FD) {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemPoolDestroy, (CUmemoryPool)region->held);
         } else {
