@@ -10,8 +10,16 @@
 #include <string.h>
 #include <ucs/sys/math.h>
 
-/* A word-wise multiply-xorshift hash: enough to tell a corrupt or truncated key from a valid one, and cheap
- * (both ends compute it for every rendezvous message; a byte-wise hash cost about 150 ns per key). */
+/* One word into a multiply-xorshift hash. */
+static inline uint64_t cux_ipc_hash_word(uint64_t hash, uint64_t word)
+{
+    hash ^= word;
+    hash *= 0x9e3779b97f4a7c15ull;
+    return hash ^ (hash >> 29);
+}
+
+/* A word-wise hash: enough to tell a corrupt or truncated key from a valid one, and cheap (both ends compute it
+ * for every rendezvous message; a byte-wise hash cost about 150 ns per key). */
 static uint32_t cux_ipc_rkey_checksum(const cux_ipc_rkey_t *rkey)
 {
     const uint8_t *p = (const uint8_t*)rkey;
@@ -23,9 +31,7 @@ static uint32_t cux_ipc_rkey_checksum(const cux_ipc_rkey_t *rkey)
     for (i = 0; i < n; i += sizeof(word)) {
         word = 0;
         memcpy(&word, p + i, ucs_min(sizeof(word), n - i));
-        hash ^= word;
-        hash *= 0x9e3779b97f4a7c15ull;
-        hash ^= hash >> 29;
+        hash = cux_ipc_hash_word(hash, word);
     }
     return (uint32_t)(hash ^ (hash >> 32));
 }
@@ -88,18 +94,13 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
 /* What tells the pieces from others: every piece's range and buffer id, hashed. */
 uint64_t cux_ipc_span_pieces_id(const cux_ipc_span_piece_t *piece, unsigned count)
 {
-    uint64_t hash = 0xcbf29ce484222325ull, word[3];
-    unsigned i, w;
+    uint64_t hash = 0xcbf29ce484222325ull;
+    unsigned i;
 
     for (i = 0; i < count; ++i) {
-        word[0] = piece[i].base;
-        word[1] = piece[i].length;
-        word[2] = piece[i].buffer_id;
-        for (w = 0; w < 3; ++w) {
-            hash ^= word[w];
-            hash *= 0x9e3779b97f4a7c15ull;
-            hash ^= hash >> 29;
-        }
+        hash = cux_ipc_hash_word(hash, piece[i].base);
+        hash = cux_ipc_hash_word(hash, piece[i].length);
+        hash = cux_ipc_hash_word(hash, piece[i].buffer_id);
     }
     return hash;
 }
