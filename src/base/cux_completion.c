@@ -230,13 +230,16 @@ err_sync:
     return (CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream) == UCS_OK) ? UCS_OK : status;
 }
 
+/* A whole batch fits one launch of the copy kernel. */
+_Static_assert(CUX_BATCH_MAX <= CUX_COPY_KERNEL_MAX, "a batch holds more copies than the copy kernel takes");
+
 /* Whether the batch goes as one kernel launch: more than one copy (a lone copy completes sooner on a copy
  * engine), each within the bound, and device memory on both sides (the copy's two allocations are known). */
 static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned copies)
 {
     unsigned i;
 
-    if ((copies < 2) || (copies > CUX_COPY_KERNEL_MAX) || (sq->completion->kernel_max == 0)) {
+    if ((copies < 2) || (sq->completion->kernel_max == 0)) {
         return 0;
     }
     for (i = 0; i < copies; ++i) {
