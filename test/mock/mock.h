@@ -177,6 +177,7 @@ CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *size
 /* mock_ipc.c */
 CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p);
 int mock_open_as_driver(const char *path);
+CUresult mock_map_peer_memory(pid_t pid, int fd, uint64_t ino, uint64_t size, CUresult gone, CUdeviceptr *p);
 CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags);
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p);
 /* mock_vmm.c */
@@ -192,7 +193,7 @@ CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
 CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type, unsigned long long flags);
 CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
 CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
-int mock_export_fd(int target);
+CUresult mock_export_fd(int target, void *out);
 int mock_import_fd(int exported, pid_t *pid_p);
 CUresult m_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type, unsigned long long flags);
 /* mock_pools.c */

@@ -49,13 +49,37 @@ int mock_open_as_driver(const char *path)
     return fd;
 }
 
-CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
+/* Maps another process's device memory (its memfd fd, which must still be the allocation of that inode and
+ * size) into this one, tracked as imported on the current device: how legacy handles and pool pointers open.
+ * gone: what to answer when the memfd is not there or is another file now. */
+CUresult mock_map_peer_memory(pid_t pid, int fd, uint64_t ino, uint64_t size, CUresult gone, CUdeviceptr *p)
 {
-    mock_ipc_handle_t h;
     char path[64];
     struct stat st;
     void *m;
-    int fd;
+    int local;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+    local = mock_open_as_driver(path);
+    if (local < 0) {
+        return gone; /* exporter exited */
+    }
+    if (fstat(local, &st) || (st.st_ino != ino) || ((uint64_t)st.st_size != size)) {
+        close(local);
+        return gone; /* the allocation was freed: the fd now names something else */
+    }
+    m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+    close(local);
+    if (m == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *p = (CUdeviceptr)m;
+    return mock_track((uintptr_t)m, size, mock_current_device(), 0, 0, -1, 1);
+}
+
+CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
+{
+    mock_ipc_handle_t h;
     CUresult res = mock_injected("cuIpcOpenMemHandle", CUDA_ERROR_MAP_FAILED);
 
     if (res != CUDA_SUCCESS) {
@@ -71,22 +95,7 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     if (h.pid == getpid()) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
     }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", h.pid, h.fd);
-    fd = mock_open_as_driver(path);
-    if (fd < 0) {
-        return CUDA_ERROR_INVALID_HANDLE; /* exporter exited */
-    }
-    if (fstat(fd, &st) || (st.st_ino != h.ino) || ((uint64_t)st.st_size != h.size)) {
-        close(fd);
-        return CUDA_ERROR_INVALID_HANDLE; /* the allocation was freed: the fd now names something else */
-    }
-    m = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *p = (CUdeviceptr)m;
-    return mock_track((uintptr_t)m, h.size, mock_current_device(), 0, 0, -1, 1);
+    return mock_map_peer_memory(h.pid, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
 }
 
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }

@@ -156,19 +156,13 @@ CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemA
                                             unsigned long long flags)
 {
     mock_pool_t *p = mock_pool_get(pool);
-    int fd;
 
     if ((p == NULL) || (p->pid != 0) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
         !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    fd = mock_export_fd(p->marker);
-    if (fd < 0) {
-        return CUDA_ERROR_OPERATING_SYSTEM;
-    }
-    *(int*)out = fd;
-    return CUDA_SUCCESS;
+    return mock_export_fd(p->marker, out);
 }
 
 CUresult m_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr)
@@ -257,11 +251,8 @@ CUresult m_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *desc, si
 CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPoolPtrExportData *data)
 {
     mock_pool_t *p = mock_pool_get(pool);
+    int device     = mock_current_device();
     mock_pool_ptr_t in;
-    char path[64];
-    struct stat st;
-    void *m;
-    int fd, device = mock_current_device();
     CUresult res = mock_injected("cuMemPoolImportPointer", CUDA_ERROR_OUT_OF_MEMORY);
 
     if (res != CUDA_SUCCESS) {
@@ -275,27 +266,12 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
     if ((device < 0) || !(p->access & (1u << device))) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", in.pid, in.fd);
-    fd = mock_open_as_driver(path);
-    if (fd < 0) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (fstat(fd, &st) || (st.st_ino != in.ino) || ((uint64_t)st.st_size != in.size)) {
-        close(fd);
-        return CUDA_ERROR_INVALID_VALUE; /* freed in the exporter */
-    }
-    m = mmap(NULL, in.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    res = mock_track((uintptr_t)m, in.size, device, 0, 0, -1, 1);
+    res = mock_map_peer_memory(in.pid, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&mock_lock);
-        mock_find((uintptr_t)m)->pool_import = 1;
-        mock_find((uintptr_t)m)->pool        = (uintptr_t)pool;
+        mock_find(*ptr)->pool_import = 1;
+        mock_find(*ptr)->pool        = (uintptr_t)pool;
         pthread_mutex_unlock(&mock_lock);
-        *ptr = (CUdeviceptr)m;
     }
     return res;
 }

@@ -169,8 +169,8 @@ CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
 static int   mock_ctl_fd = -1;
 static pid_t mock_ctl_pid;
 
-/* A new exported descriptor naming this process's descriptor target (-1: the open failed). */
-int mock_export_fd(int target)
+/* A new exported descriptor naming this process's descriptor target, written to *(int*)out. */
+CUresult mock_export_fd(int target, void *out)
 {
     char path[64];
     int fd;
@@ -183,11 +183,14 @@ int mock_export_fd(int target)
     snprintf(path, sizeof(path), "/proc/self/fd/%d", mock_ctl_fd);
     pthread_mutex_unlock(&mock_lock);
     fd = open(path, O_RDWR | O_CLOEXEC);
-    if ((fd >= 0) && (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | target, SEEK_SET) < 0)) {
-        close(fd);
-        fd = -1;
+    if ((fd < 0) || (lseek(fd, ((off_t)getpid() << MOCK_EXPORT_FD_BITS) | target, SEEK_SET) < 0)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_OPERATING_SYSTEM;
     }
-    return fd;
+    *(int*)out = fd;
+    return CUDA_SUCCESS;
 }
 
 /* The exporter's descriptor an exported one names, opened here (-1: not an export, or the exporter is gone). */
@@ -211,18 +214,12 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
                                                CUmemAllocationHandleType type, unsigned long long flags)
 {
     mock_vmm_t *v = mock_vmm_get(h);
-    int fd;
 
     if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_NOT_PERMITTED;
     }
-    fd = mock_export_fd(v->fd);
-    if (fd < 0) {
-        return CUDA_ERROR_OPERATING_SYSTEM;
-    }
-    *(int*)out = fd;
-    return CUDA_SUCCESS;
+    return mock_export_fd(v->fd, out);
 }
 
 CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
