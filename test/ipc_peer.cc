@@ -2,13 +2,14 @@
 /*
  * The cuda_ipc tests' peer process and its connection: see ipc_peer.h.
  */
-#include <dlfcn.h>
 #include "cux_test.h"
 #include "ipc_peer.h"
+#include "driver/cux_device.h"
 
 #include <map>
 #include <csignal>
 #include <cstring>
+#include <dlfcn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -109,7 +110,7 @@ static void *driver_sym(const char *name)
 /* The device's pool of a kind: made once with the POSIX descriptor handle type, or the device's default. */
 static CUresult pool_of(int device, uint64_t kind, CUmemoryPool *pool)
 {
-    static CUmemoryPool made[64];
+    static CUmemoryPool made[CUX_MAX_DEVICES];
     auto create      = (CUresult(*)(CUmemoryPool*, const CUmemPoolProps*))driver_sym("cuMemPoolCreate");
     auto get_default = (CUresult(*)(CUmemoryPool*, CUdevice))driver_sym("cuDeviceGetDefaultMemPool");
     CUmemPoolProps props = {};
