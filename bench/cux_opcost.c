@@ -625,6 +625,9 @@ static void measure_copy_ceilings(CUcontext ctx0, CUcontext ctx1)
 
 #define OPCOST_IPC_BUFFERS 16
 #define OPCOST_ADDR_LEN    128 /* device address (64 bytes), then interface address (64) */
+/* What the parent asks of the exporter once it has the keys; it answers each byte with the same byte. */
+#define OPCOST_EXPORTER_NOTHING 'n'
+#define OPCOST_EXPORTER_WORK    'w'
 
 typedef struct {
     char     addr[OPCOST_ADDR_LEN];
@@ -640,6 +643,7 @@ static void run_exporter(int fd)
     ucs_async_context_t *async;
     transport_t t;
     uct_mem_h memh;
+    CUstream stream;
     CUcontext ctx;
     char byte;
 
@@ -658,8 +662,15 @@ static void run_exporter(int fd)
         CHECK(uct_md_mkey_pack(t.md, memh, msg.keys[i]) == UCS_OK, "exporter: pack");
         msg.bufs[i] = d;
     }
+    CHECK(cux_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "exporter: stream");
     CHECK(write(fd, &msg, sizeof(msg)) == sizeof(msg), "exporter: send");
+    /* OPCOST_EXPORTER_WORK: work of its own on the GPU (a 1 MB copy between two of its buffers) first */
     while (read(fd, &byte, 1) > 0) {
+        if (byte == OPCOST_EXPORTER_WORK) {
+            CHECK((cux_drv.cuMemcpyAsync((CUdeviceptr)msg.bufs[0], (CUdeviceptr)msg.bufs[2], 1 << 20, stream) ==
+                   CUDA_SUCCESS) && (cux_drv.cuStreamSynchronize(stream) == CUDA_SUCCESS), "exporter: own copy");
+        }
+        CHECK(write(fd, &byte, 1) == 1, "exporter: answer");
     }
     _exit(0);
 }
@@ -679,6 +690,14 @@ static pid_t start_exporter(int *fd_p)
     close(sv[1]);
     *fd_p = sv[0];
     return pid;
+}
+
+/* Has the exporter do what (OPCOST_EXPORTER_*) and waits for its answer. */
+static void exporter_ask(int fd, char what)
+{
+    char byte;
+
+    CHECK((write(fd, &what, 1) == 1) && (read(fd, &byte, 1) == 1) && (byte == what), "exporter's answer");
 }
 
 static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr local, int exporter_fd)
@@ -733,6 +752,14 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
     printf("%-48s %10.1f ns\n", "cuda_ipc 8 B put, first of an allocation (proof + map)", first / OPCOST_IPC_BUFFERS);
     MEASURE("cuda_ipc 8 B put, cached mapping (no proof)", iters,
             zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[0], 8, bundles[0].rkey));
+    /* Two processes on one GPU take turns on it: the first copy after the exporter's own GPU work waits for
+     * the GPU to switch contexts. The exporter's memory is the target either way; only its own copy differs. */
+    MEASURE("cuda_ipc 16 KB put, exporter idle (per message)", iters / 100 + 1,
+            (exporter_ask(exporter_fd, OPCOST_EXPORTER_NOTHING),
+             zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[1], 16384, bundles[1].rkey)));
+    MEASURE("cuda_ipc 16 KB put, after the exporter's own copy", iters / 100 + 1,
+            (exporter_ask(exporter_fd, OPCOST_EXPORTER_WORK),
+             zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[1], 16384, bundles[1].rkey)));
     for (int i = 0; i < OPCOST_IPC_BUFFERS; ++i) {
         uct_rkey_release(ipc.component, &bundles[i]);
     }

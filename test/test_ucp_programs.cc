@@ -320,7 +320,8 @@ TEST(opcost, measures_every_building_block)
     command_result r = run_command("UCX_MODULES=^cuda " + build_path("bench/cux_opcost") + " 20");
     ASSERT_EQ(0, r.status) << r.output;
     for (const char *line : {"cux_ptr_query", "cuIpcGetMemHandle", "cuda_copy put_short 8 B",
-                             "cuda_ipc mem_reg + mem_dereg", "cuda_ipc rkey_unpack"}) {
+                             "cuda_ipc mem_reg + mem_dereg", "cuda_ipc rkey_unpack",
+                             "cuda_ipc 16 KB put, after the exporter's own copy"}) {
         EXPECT_NE(std::string::npos, r.output.find(line)) << line << " missing in:\n" << r.output;
     }
 }
