@@ -321,6 +321,7 @@ TEST(opcost, measures_every_building_block)
     ASSERT_EQ(0, r.status) << r.output;
     for (const char *line : {"cux_ptr_query", "cuIpcGetMemHandle", "cuda_copy put_short 8 B",
                              "cuda_ipc mem_reg + mem_dereg", "cuda_ipc rkey_unpack",
+                             "cuda_ipc 8 B put, first of a pool allocation",
                              "cuda_ipc 16 KB put, after the exporter's own copy"}) {
         EXPECT_NE(std::string::npos, r.output.find(line)) << line << " missing in:\n" << r.output;
     }
