@@ -546,7 +546,9 @@ TEST_F(ipc_transport, vmm_memory_travels_as_a_file_descriptor)
 
 /* Pool memory (issue 22, item 3): a pool made with the POSIX descriptor handle type travels as the pool's
  * descriptor and the allocation's export data; the importer gives its device access to the imported pool. Two
- * allocations of one pool are mapped at once, and each is unmapped by the cache when it closes. */
+ * allocations of one pool are mapped at once, and each is unmapped by the cache when it closes. The driver gives
+ * both imports of the pool one handle and refuses to destroy it while either allocation lives: the pool must
+ * still go once both are unmapped. */
 TEST_F(ipc_transport, pool_memory_travels_as_the_pools_descriptor)
 {
     const size_t size = (1 << 20) + 4097;

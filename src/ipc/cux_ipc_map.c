@@ -3,6 +3,7 @@
  * cuda_ipc, importing side: see cux_ipc_map.h.
  */
 #include "cux_ipc_map.h"
+#include "cux_ipc_pool_refs.h"
 #include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
 
@@ -231,8 +232,8 @@ static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t
 
 /*
  * Pool memory: import the exporter's pool, let the local device read and write it, and import the allocation
- * from it. The mapping holds the imported pool: the driver refuses to destroy it while an allocation imported
- * from it lives (CUDA_ERROR_INVALID_VALUE on the H200's driver), so it goes after the allocation, at unmap.
+ * from it. The mapping holds the imported pool; the import is destroyed once no allocation of that pool is
+ * mapped any more (cux_ipc_pool_refs.h: the driver refuses it before).
  */
 static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
                                      CUdeviceptr *dptr_p, CUmemoryPool *pool_p)
@@ -272,12 +273,18 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
     if (status == UCS_OK) {
         status = cux_ipc_check_mapped_length(key, *dptr_p);
         if (status == UCS_OK) {
-            *pool_p = pool;
-            return UCS_OK;
+            status = cux_ipc_pool_refs_add(pool, 1, 1);
+            if (status == UCS_OK) {
+                *pool_p = pool;
+                return UCS_OK;
+            }
         }
         (void)CUX_DRV_CALL_ERR(cuMemFree, *dptr_p);
     }
-    (void)CUX_DRV_CALL_ERR(cuMemPoolDestroy, pool);
+    /* the import: destroyed now, or with the pool's last mapped allocation */
+    if (cux_ipc_pool_refs_add(pool, 1, 0) != UCS_OK) {
+        (void)CUX_DRV_CALL_ERR(cuMemPoolDestroy, pool);
+    }
     return status;
 }
 
@@ -350,7 +357,7 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->key.length);
         } else if (region->key.kind == CUX_IPC_KIND_POOL_FD) {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
-            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemPoolDestroy, (CUmemoryPool)region->held);
+            cux_ipc_pool_refs_drop_pointer((CUmemoryPool)region->held);
         } else {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
         }

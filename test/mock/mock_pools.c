@@ -5,7 +5,9 @@
  * with cuMemPoolCreate and the POSIX descriptor handle type exports itself as a descriptor (a marker memfd,
  * named through the control file as VMM exports are: mock_vmm.c) and each allocation as export data; another
  * process imports the pool, must give its device access to it (cuMemPoolSetAccess, as with the driver), and
- * imports the allocation, which it frees with cuMemFree. The mock's streams are synchronous: allocations are
+ * imports the allocation, which it frees with cuMemFree. As the driver does (HACKING.md), a process that imports
+ * one pool again gets the same handle and one more import to destroy, and cuMemPoolDestroy of an imported pool
+ * is refused while any allocation imported from it lives. The mock's streams are synchronous: allocations are
  * made and freed at once.
  */
 #include "mock.h"
@@ -21,6 +23,7 @@ typedef struct {
     int                marker;    /* a created pool's identity: a memfd, exported through the control file */
     ino_t              ino;       /* the marker's inode (an imported pool: the exporter's) */
     pid_t              pid;       /* an imported pool's exporter; 0 for a pool of this process */
+    unsigned           imports;   /* an imported pool: imports not destroyed yet */
     unsigned           access;    /* devices with read-write access (bit per device) */
 } mock_pool_t;
 
@@ -45,20 +48,30 @@ static mock_pool_t *mock_pool_get(CUmemoryPool pool)
            &mock_pools[slot] : NULL;
 }
 
-static CUresult mock_pool_new(const mock_pool_t *init, CUmemoryPool *pool)
+/* Called with mock_lock held. */
+static CUresult mock_pool_new_locked(const mock_pool_t *init, CUmemoryPool *pool)
 {
     int i;
 
-    pthread_mutex_lock(&mock_lock);
     for (i = 0; (i < MOCK_MAX_POOLS) && mock_pools[i].used; ++i) {
     }
-    if (i < MOCK_MAX_POOLS) {
-        mock_pools[i]      = *init;
-        mock_pools[i].used = 1;
-        *pool              = (CUmemoryPool)(uintptr_t)(MOCK_POOL_HANDLE + i);
+    if (i == MOCK_MAX_POOLS) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    mock_pools[i]      = *init;
+    mock_pools[i].used = 1;
+    *pool              = (CUmemoryPool)(uintptr_t)(MOCK_POOL_HANDLE + i);
+    return CUDA_SUCCESS;
+}
+
+static CUresult mock_pool_new(const mock_pool_t *init, CUmemoryPool *pool)
+{
+    CUresult res;
+
+    pthread_mutex_lock(&mock_lock);
+    res = mock_pool_new_locked(init, pool);
     pthread_mutex_unlock(&mock_lock);
-    return (i < MOCK_MAX_POOLS) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return res;
 }
 
 /* Pools imported from other processes and not destroyed yet. */
@@ -109,7 +122,8 @@ MOCK_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
     return mock_pool_new(&init, pool);
 }
 
-/* Like the H200's driver, an imported pool is not destroyed while an allocation imported from it lives. */
+/* Like the H200's driver, an imported pool is not destroyed while an allocation imported from it lives, and
+ * goes with the destruction of its last import. */
 CUresult m_cuMemPoolDestroy(CUmemoryPool pool)
 {
     mock_pool_t *p;
@@ -122,6 +136,10 @@ CUresult m_cuMemPoolDestroy(CUmemoryPool pool)
             pthread_mutex_unlock(&mock_lock);
             return CUDA_ERROR_INVALID_VALUE;
         }
+    }
+    if ((p != NULL) && (p->pid != 0) && (--p->imports > 0)) {
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_SUCCESS;
     }
     if (p != NULL) {
         if (p->marker >= 0) {
@@ -195,6 +213,7 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
 {
     mock_pool_t init = {.device = -1, .handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, .marker = -1};
     struct stat st;
+    CUresult res;
     int fd;
 
     if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (flags != 0)) {
@@ -208,8 +227,22 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
         return CUDA_ERROR_INVALID_VALUE; /* not a pool's export, or the exporter is gone */
     }
     close(fd);
-    init.ino = st.st_ino;
-    return mock_pool_new(&init, pool);
+    init.ino     = st.st_ino;
+    init.imports = 1;
+    pthread_mutex_lock(&mock_lock);
+    res = CUDA_ERROR_NOT_FOUND;
+    for (int i = 0; (i < MOCK_MAX_POOLS) && (res == CUDA_ERROR_NOT_FOUND); ++i) {
+        if (mock_pools[i].used && (mock_pools[i].pid == init.pid) && (mock_pools[i].ino == init.ino)) {
+            ++mock_pools[i].imports; /* imported before: the same handle */
+            *pool = (CUmemoryPool)(uintptr_t)(MOCK_POOL_HANDLE + i);
+            res   = CUDA_SUCCESS;
+        }
+    }
+    if (res == CUDA_ERROR_NOT_FOUND) {
+        res = mock_pool_new_locked(&init, pool);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return res;
 }
 
 CUresult m_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location)

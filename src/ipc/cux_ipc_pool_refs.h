@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc, importing side: the driver's references to the pools this process imported. The driver gives every
+ * import of one pool in a process the same handle and counts the imports; cuMemPoolDestroy drops one, and is
+ * refused (CUDA_ERROR_INVALID_VALUE) while any allocation imported from the pool lives (measured on the H200's
+ * driver 580, HACKING.md). So a mapping cannot destroy "its" import when it goes: another mapping of the same
+ * pool may still hold an allocation. This table counts, per handle, the imports made and the allocations alive,
+ * and destroys every import once the last allocation is freed.
+ */
+#ifndef CUX_IPC_POOL_REFS_H_
+#define CUX_IPC_POOL_REFS_H_
+
+#include <cuda.h>
+#include <ucs/type/status.h>
+
+/*
+ * After imports more cuMemPoolImportFromShareableHandle calls of pool and pointers more allocations imported
+ * from it: counted; if no allocation of the pool is alive then, every import is destroyed at once (an import
+ * whose allocation could not be imported). UCS_ERR_NO_MEMORY: nothing counted; the caller frees and destroys.
+ */
+ucs_status_t cux_ipc_pool_refs_add(CUmemoryPool pool, unsigned imports, unsigned pointers);
+
+/* After cuMemFree of an allocation imported from pool: the last one destroys the pool's every import. */
+void cux_ipc_pool_refs_drop_pointer(CUmemoryPool pool);
+
+#endif
