@@ -27,7 +27,7 @@
  * The VMM, two-allocation and shareable-pool cases (descriptors of cuMemCreate memory or of a pool) send their
  * sizes twice and fail if either process holds more descriptors after the second pass than after the first.
  *
- * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime case only.
+ * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime cases only.
  *
  * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
  * when its memory kind is missing (no second GPU, no CUDA runtime, a driver without memory pools). Prints a
@@ -59,7 +59,8 @@
 #define CHECK_POISON 0xa5
 
 typedef enum {
-    KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT, KIND_POOL_FD
+    KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT, KIND_POOL_FD,
+    KIND_RUNTIME_POOL_FD
 } check_kind_t;
 
 #ifdef CUX_CHECK_STATIC_CUDART
@@ -71,7 +72,8 @@ typedef enum {
 static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "cuMemAllocFromPoolAsync",
                                    CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)",
                                    "two cuMemCreate in one range",
-                                   "cuMemAllocFromPoolAsync (pool with POSIX fd)"};
+                                   "cuMemAllocFromPoolAsync (pool with POSIX fd)",
+                                   "cudaMallocFromPoolAsync (runtime pool with POSIX fd)"};
 
 typedef struct {
     check_kind_t kind;
@@ -99,6 +101,9 @@ static const check_case_t check_cases[] = {
     {"VMM across two allocations GPU0 -> GPU0, two processes", {KIND_VMM_SPLIT, 0}, {KIND_VMM_SPLIT, 0}},
     {"shareable pool GPU0 -> shareable pool GPU1", {KIND_POOL_FD, 0}, {KIND_POOL_FD, 1}},
     {"shareable pool GPU0 -> GPU0, two processes", {KIND_POOL_FD, 0}, {KIND_POOL_FD, 0}},
+    {"runtime shareable pool GPU0 -> runtime shareable pool GPU1", {KIND_RUNTIME_POOL_FD, 0},
+                                                                   {KIND_RUNTIME_POOL_FD, 1}},
+    {"runtime shareable pool GPU0 -> GPU0, two processes", {KIND_RUNTIME_POOL_FD, 0}, {KIND_RUNTIME_POOL_FD, 0}},
 };
 
 #define CHECK_MAX_SIZES 128
@@ -142,6 +147,11 @@ static struct {
     int      (*rt_set_device)(int);
     int      (*rt_malloc)(void**, size_t);
     int      (*rt_free)(void*);
+    /* the runtime's pools; its cudaMemPoolProps has the driver's CUmemPoolProps layout and values */
+    int      (*rt_pool_create)(void**, const CUmemPoolProps*);
+    int      (*rt_malloc_from_pool)(void**, size_t, void*, void*);
+    int      (*rt_free_async)(void*, void*);
+    int      (*rt_stream_sync)(void*);
 } cu;
 
 #define CHECK_SYM(_field, _name) *(void**)&cu._field = dlsym(RTLD_DEFAULT, _name)
@@ -151,6 +161,10 @@ static struct {
 int cudaSetDevice(int device);
 int cudaMalloc(void **ptr, size_t size);
 int cudaFree(void *ptr);
+int cudaMemPoolCreate(void **pool, const CUmemPoolProps *props);
+int cudaMallocFromPoolAsync(void **ptr, size_t size, void *pool, void *stream);
+int cudaFreeAsync(void *ptr, void *stream);
+int cudaStreamSynchronize(void *stream);
 #endif
 
 static int cuda_open(int device)
@@ -194,13 +208,21 @@ static int cuda_open(int device)
     CHECK_SYM(vmm_unmap, "cuMemUnmap");
     CHECK_SYM(vmm_set_access, "cuMemSetAccess");
 #ifdef CUX_CHECK_STATIC_CUDART
-    cu.rt_set_device = cudaSetDevice;
-    cu.rt_malloc     = cudaMalloc;
-    cu.rt_free       = cudaFree;
+    cu.rt_set_device       = cudaSetDevice;
+    cu.rt_malloc           = cudaMalloc;
+    cu.rt_free             = cudaFree;
+    cu.rt_pool_create      = cudaMemPoolCreate;
+    cu.rt_malloc_from_pool = cudaMallocFromPoolAsync;
+    cu.rt_free_async       = cudaFreeAsync;
+    cu.rt_stream_sync      = cudaStreamSynchronize;
 #else
     CHECK_SYM(rt_set_device, "cudaSetDevice");
     CHECK_SYM(rt_malloc, "cudaMalloc");
     CHECK_SYM(rt_free, "cudaFree");
+    CHECK_SYM(rt_pool_create, "cudaMemPoolCreate");
+    CHECK_SYM(rt_malloc_from_pool, "cudaMallocFromPoolAsync");
+    CHECK_SYM(rt_free_async, "cudaFreeAsync");
+    CHECK_SYM(rt_stream_sync, "cudaStreamSynchronize");
 #endif
     if (!cu.init || !cu.device_count || !cu.ctx_retain || !cu.ctx_set || !cu.alloc || !cu.free || !cu.copy ||
         !cu.ctx_sync ||
@@ -358,6 +380,32 @@ static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
     return 0;
 }
 
+/* A KIND_RUNTIME_POOL_FD buffer: from a pool the CUDA runtime made with the POSIX descriptor handle type, as an
+ * application using cudaMallocFromPoolAsync makes its pool shareable; the stream synchronised before UCX sees it. */
+static int mem_runtime_pool_alloc(const check_mem_t *mem, size_t size, void **ptr)
+{
+    static void *pool;
+    CUmemPoolProps props = {};
+
+    if (!cu.rt_set_device || !cu.rt_pool_create || !cu.rt_malloc_from_pool || !cu.rt_free_async ||
+        !cu.rt_stream_sync) {
+        return CHECK_SKIP;
+    }
+    if (cu.rt_set_device(mem->device)) {
+        return -1;
+    }
+    if (pool == NULL) {
+        props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id   = mem->device;
+        if (cu.rt_pool_create(&pool, &props)) {
+            return CHECK_SKIP; /* the runtime cannot make shareable pools here */
+        }
+    }
+    return (cu.rt_malloc_from_pool(ptr, size, pool, NULL) || cu.rt_stream_sync(NULL)) ? -1 : 0;
+}
+
 /* Returns 0, CHECK_SKIP when this kind of memory is not available here, or -1. */
 static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
 {
@@ -401,6 +449,8 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
         }
         break;
     }
+    case KIND_RUNTIME_POOL_FD:
+        return mem_runtime_pool_alloc(mem, size, ptr);
     case KIND_RUNTIME:
         if (!cu.rt_set_device || !cu.rt_malloc) {
             return CHECK_SKIP;
@@ -433,6 +483,10 @@ static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
         break;
     case KIND_RUNTIME:
         cu.rt_free(ptr);
+        break;
+    case KIND_RUNTIME_POOL_FD:
+        cu.rt_free_async(ptr, NULL);
+        cu.rt_stream_sync(NULL);
         break;
     default:
         cu.free((uintptr_t)ptr);
@@ -774,7 +828,8 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
     void *buf;
     ucp_ep_h ep;
     long fds[2] = {-1, -1};
-    int counts_fds = (mem->kind == KIND_VMM) || (mem->kind == KIND_VMM_SPLIT) || (mem->kind == KIND_POOL_FD);
+    int counts_fds = (mem->kind == KIND_VMM) || (mem->kind == KIND_VMM_SPLIT) || (mem->kind == KIND_POOL_FD) ||
+                     (mem->kind == KIND_RUNTIME_POOL_FD);
     int rc, s, pass;
 
     for (s = 0; s < check_num_sizes; ++s) {
@@ -969,7 +1024,7 @@ int main(int argc, char **argv)
             continue;
         }
 #ifdef CUX_CHECK_STATIC_CUDART
-        if (c->send.kind != KIND_RUNTIME) {
+        if ((c->send.kind != KIND_RUNTIME) && (c->send.kind != KIND_RUNTIME_POOL_FD)) {
             continue;
         }
 #endif
