@@ -135,6 +135,8 @@ protected:
     /* (Re-)open the memory domain or the interface with extra configuration (name, value) pairs. */
     void open_md(const std::vector<std::pair<std::string, std::string>> &config = {});
     void open_iface(const std::vector<std::pair<std::string, std::string>> &config = {});
+    /* What uct_iface_open answers for config, the interface closed again; the fixture's stays as it was. */
+    ucs_status_t iface_open_status(const std::vector<std::pair<std::string, std::string>> &config);
     void close_iface();
 
     /* Progress until the completion is done or the timeout passes; returns its status. */

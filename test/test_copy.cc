@@ -84,6 +84,19 @@ protected:
                 << buf_kind_name(src.kind()) << " -> " << buf_kind_name(dst.kind()) << ", " << size << " bytes";
     }
 
+    /* The bandwidth the interface estimates for an operation between two memory types. */
+    double estimate(ucs_memory_type_t local, ucs_memory_type_t remote, uct_ep_operation_t operation)
+    {
+        uct_perf_attr_t attr    = {};
+        attr.field_mask         = UCT_PERF_ATTR_FIELD_OPERATION | UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
+                                  UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_BANDWIDTH;
+        attr.operation          = operation;
+        attr.local_memory_type  = local;
+        attr.remote_memory_type = remote;
+        EXPECT_EQ(UCS_OK, uct_iface_estimate_perf(m_iface, &attr));
+        return attr.bandwidth.shared + attr.bandwidth.dedicated;
+    }
+
     void all_directions(op o, bool register_local, size_t max_size = SIZE_MAX)
     {
         for (buf_kind l : kinds()) {
@@ -159,17 +172,6 @@ TEST_F(copy, estimates_each_direction_by_its_own_link)
         {cuda, cuda, UCT_EP_OP_PUT_SHORT, 0, 0},             {UCS_MEMORY_TYPE_CUDA_MANAGED, host,
                                                               UCT_EP_OP_PUT_ZCOPY, 0, CUX_LINK_HOST},
     };
-    auto estimate = [this](ucs_memory_type_t local, ucs_memory_type_t remote, uct_ep_operation_t operation) {
-        uct_perf_attr_t attr    = {};
-        attr.field_mask         = UCT_PERF_ATTR_FIELD_OPERATION | UCT_PERF_ATTR_FIELD_LOCAL_MEMORY_TYPE |
-                                  UCT_PERF_ATTR_FIELD_REMOTE_MEMORY_TYPE | UCT_PERF_ATTR_FIELD_BANDWIDTH;
-        attr.operation          = operation;
-        attr.local_memory_type  = local;
-        attr.remote_memory_type = remote;
-        EXPECT_EQ(UCS_OK, uct_iface_estimate_perf(m_iface, &attr));
-        return attr.bandwidth.shared + attr.bandwidth.dedicated;
-    };
-
     const double h2d = 8300.0 * (1 << 20), d2h = 11660.0 * (1 << 20);
     for (bool staging : {false, true}) {
         open_iface({{"HOST_STAGING", staging ? "y" : "n"}});
@@ -191,6 +193,37 @@ TEST_F(copy, estimates_each_direction_by_its_own_link)
     open_iface({{"BW", "1234MBs"}});
     for (const auto &c : cases) {
         EXPECT_DOUBLE_EQ(1234.0 * (1 << 20), estimate(c.local, c.remote, c.operation));
+    }
+}
+
+/* UCX's own cuda_copy (1.19 and later) takes BW as a list, its default being one: a figure for any pair, then
+ * host -> GPU, GPU -> host and GPU -> GPU. Set-ups that name it keep working here: each pair gets its figure
+ * (a get reads the remote buffer), managed memory the default, and a pair the list leaves out the default,
+ * measured where it is auto. Anything else fails the interface with an error line, as a bad value does in UCX. */
+TEST_F(copy, takes_the_bandwidth_list_of_ucx_modules)
+{
+    const ucs_memory_type_t host = UCS_MEMORY_TYPE_HOST, cuda = UCS_MEMORY_TYPE_CUDA;
+    const double mb = 1 << 20, gb = 1 << 30;
+    uct_iface_attr_t attr;
+
+    ASSERT_NO_FATAL_FAILURE(open_iface({{"BW", "10000MBs,h2d:8300MBs,d2h:11660MBs,d2d:320GBs"}}));
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+    EXPECT_DOUBLE_EQ(10000 * mb, attr.bandwidth.shared);
+    EXPECT_DOUBLE_EQ(8300 * mb, estimate(host, cuda, UCT_EP_OP_PUT_ZCOPY));
+    EXPECT_DOUBLE_EQ(11660 * mb, estimate(cuda, host, UCT_EP_OP_PUT_SHORT));
+    EXPECT_DOUBLE_EQ(11660 * mb, estimate(host, cuda, UCT_EP_OP_GET_ZCOPY));
+    EXPECT_DOUBLE_EQ(320 * gb, estimate(cuda, cuda, UCT_EP_OP_PUT_ZCOPY));
+    EXPECT_DOUBLE_EQ(10000 * mb, estimate(UCS_MEMORY_TYPE_CUDA_MANAGED, host, UCT_EP_OP_PUT_ZCOPY));
+
+    ASSERT_NO_FATAL_FAILURE(open_iface({{"BW", "auto,d2d:100GBs"}}));
+    cux_link_perf_t link;
+    ASSERT_EQ(UCS_OK, cux_link_perf_get(0, CUX_LINK_HOST, &link));
+    EXPECT_DOUBLE_EQ(100 * gb, estimate(cuda, cuda, UCT_EP_OP_PUT_ZCOPY));
+    EXPECT_DOUBLE_EQ(std::min(link.bandwidth, 11660 * mb), estimate(cuda, host, UCT_EP_OP_PUT_ZCOPY));
+
+    for (const char *bad : {"", "fast", "h2d:", "h2x:1GBs", "h2d:1GBs,h2d:2GBs", "h2d:auto", "1GBs,2GBs",
+                            "default:1GBs,3GBs"}) {
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, iface_open_status({{"BW", bad}})) << "BW=" << bad;
     }
 }
 

@@ -347,6 +347,32 @@ ucs_status_t transport_test::ep_error(void *arg, uct_ep_h ep, ucs_status_t statu
     return UCS_OK;
 }
 
+ucs_status_t transport_test::iface_open_status(const std::vector<std::pair<std::string, std::string>> &config)
+{
+    uct_iface_config_t *iface_config;
+    uct_iface_params_t params = {};
+    uct_iface_h iface;
+    ucs_status_t status = uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config);
+
+    for (const auto &kv : config) {
+        if (status == UCS_OK) {
+            status = config_modify(iface_config, m_tl_name, kv.first, kv.second);
+        }
+    }
+    if (status == UCS_OK) {
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = m_tl_name;
+        params.mode.device.dev_name = "cuda";
+        status = uct_iface_open(m_md, m_worker, &params, iface_config, &iface);
+        if (status == UCS_OK) {
+            uct_iface_close(iface);
+        }
+    }
+    uct_config_release(iface_config);
+    return status;
+}
+
 void transport_test::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
 {
     uct_iface_config_t *iface_config;

@@ -8,14 +8,29 @@
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
 #include <ucs/sys/math.h>
+#include <ctype.h>
+#include <stdio.h>
 
 #define cux_iface(_tl_iface) ucs_derived_of(_tl_iface, cux_iface_t)
+
+/* The environment variable of a transport's setting: UCX_CUDA_COPY_BW for cuda_copy's BW. */
+static void cux_iface_setting_name(const char *tl_name, const char *field, char *buf, size_t max)
+{
+    size_t i;
+
+    snprintf(buf, max, "UCX_%s_%s", tl_name, field);
+    for (i = 0; buf[i] != '\0'; ++i) {
+        buf[i] = toupper((unsigned char)buf[i]);
+    }
+}
 
 UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t *internal_ops, uct_md_h md,
                     uct_worker_h worker, const uct_iface_params_t *params, const uct_iface_config_t *tl_config,
                     const char *tl_name, const char *dev_name, unsigned num_queues)
 {
     const cux_iface_config_t *config = ucs_derived_of(tl_config, cux_iface_config_t);
+    char setting[64];
+    ucs_status_t status;
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, ops, internal_ops, md, worker, params, tl_config
                               UCS_STATS_ARG(params->stats_root) UCS_STATS_ARG(tl_name));
@@ -26,8 +41,13 @@ UCS_CLASS_INIT_FUNC(cux_iface_t, uct_iface_ops_t *ops, uct_iface_internal_ops_t 
         return UCS_ERR_NO_DEVICE;
     }
 
+    cux_iface_setting_name(tl_name, "BW", setting, sizeof(setting));
+    status = cux_bw_spec_parse(setting, config->bandwidth, &self->perf.bw_spec);
+    if (status != UCS_OK) {
+        return status;
+    }
     self->num_devices    = cux_device_count();
-    self->perf.bandwidth = config->bandwidth;
+    self->perf.bandwidth = self->perf.bw_spec.dflt;
     self->perf.latency   = (config->latency == UCS_TIME_AUTO) ? -1.0 : ucs_time_to_sec(config->latency);
     self->perf.overhead  = config->overhead;
     self->perf.bandwidth_measured = 0;

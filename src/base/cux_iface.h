@@ -7,6 +7,7 @@
 #ifndef CUX_IFACE_H_
 #define CUX_IFACE_H_
 
+#include "cux_bw_spec.h"
 #include "cux_dev_resources.h"
 #include "compat/cux_ucx_compat.h"
 
@@ -14,7 +15,7 @@ typedef struct cux_iface_config {
     uct_iface_config_t super;
     unsigned           max_poll;
     unsigned           max_inflight;
-    double             bandwidth;   /* "auto" (CUX_CONFIG_BW_IS_AUTO): measured */
+    char               *bandwidth;  /* cux_bw_spec.h: one figure, "auto" (measured), or UCX's list */
     ucs_time_t         latency;     /* UCS_TIME_AUTO: measured */
     double             overhead;
 } cux_iface_config_t;
@@ -32,8 +33,8 @@ typedef struct cux_iface_config {
      ucs_offsetof(cux_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT}, \
     {"BW", _bw, \
      "Bandwidth reported to UCP for its protocol selection; auto: measured once per process on the\n" \
-     "device links this transport uses.", \
-     ucs_offsetof(cux_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW}, \
+     "device links this transport uses. UCX's list form is taken too (cux_bw_spec.h).", \
+     ucs_offsetof(cux_iface_config_t, bandwidth), UCS_CONFIG_TYPE_STRING}, \
     {"LAT", _lat, \
      "Latency reported to UCP for its protocol selection; auto: measured like BW.", \
      ucs_offsetof(cux_iface_config_t, latency), UCS_CONFIG_TYPE_TIME_UNITS}, \
@@ -53,6 +54,7 @@ struct cux_iface {
     int              num_devices;
     struct {
         double       bandwidth;      /* "auto" until measured */
+        cux_bw_spec_t bw_spec;       /* BW as configured: per-pair figures a transport may report */
         double       latency;        /* negative until measured */
         double       overhead;
         int          bandwidth_measured; /* BW was "auto": a transport may refine it per link */

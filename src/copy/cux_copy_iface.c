@@ -107,6 +107,34 @@ static int cux_copy_op_reads_remote(uct_ep_operation_t op)
     return (op == UCT_EP_OP_GET_SHORT) || (op == UCT_EP_OP_GET_BCOPY) || (op == UCT_EP_OP_GET_ZCOPY);
 }
 
+static void cux_copy_report_bandwidth(uct_perf_attr_t *perf_attr, double bandwidth)
+{
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf_attr->bandwidth.dedicated = 0;
+        perf_attr->bandwidth.shared    = bandwidth;
+    }
+#if CUX_UCX_HAS_PATH_BANDWIDTH
+    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
+        perf_attr->path_bandwidth.dedicated = 0;
+        perf_attr->path_bandwidth.shared    = bandwidth;
+    }
+#endif
+}
+
+/* The pair of UCX's BW list a copy from src to dst memory falls under: managed memory and unknown types
+ * fall under none, as with UCX's module (its "default"). */
+static int cux_copy_bw_pair(ucs_memory_type_t src, ucs_memory_type_t dst)
+{
+    if ((src == UCS_MEMORY_TYPE_HOST) && (dst == UCS_MEMORY_TYPE_CUDA)) {
+        return CUX_BW_PAIR_H2D;
+    } else if ((src == UCS_MEMORY_TYPE_CUDA) && (dst == UCS_MEMORY_TYPE_HOST)) {
+        return CUX_BW_PAIR_D2H;
+    } else if ((src == UCS_MEMORY_TYPE_CUDA) && (dst == UCS_MEMORY_TYPE_CUDA)) {
+        return CUX_BW_PAIR_D2D;
+    }
+    return -1;
+}
+
 /*
  * cuda_copy moves data to or from a GPU; a copy between two host buffers is the CPU's (memcpy, cma, shared
  * memory). UCP 1.16 and later take a failed estimate for a pair of memory types as "not supported" and choose
@@ -116,7 +144,8 @@ static int cux_copy_op_reads_remote(uct_ep_operation_t op)
  * one GPU differ by more than tenfold on an H200 (about 55, 55 and 1,500 GB/s), and UCP weighs its memory-type
  * copies and pipelines by these figures. A get moves data from the remote buffer to the local one. Host<->GPU
  * figures stay at or below UCX's own module's unless HOST_STAGING is on: higher ones make UCP route host
- * messages through GPU fragments.
+ * messages through GPU fragments. A figure BW gives for the pair (UCX's list: h2d, d2h, d2d) is reported as it
+ * is, measured or not.
  */
 static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
 {
@@ -125,7 +154,7 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
     ucs_memory_type_t src, dst;
     cux_link_perf_t link;
     ucs_status_t status;
-    int from, to;
+    int from, to, pair;
 
     if ((perf_attr->field_mask & both) != both) {
         return uct_base_iface_estimate_perf(tl_iface, perf_attr);
@@ -135,7 +164,7 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
         return UCS_ERR_UNSUPPORTED;
     }
     status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
-    if ((status != UCS_OK) || !iface->perf.bandwidth_measured) {
+    if (status != UCS_OK) {
         return status;
     }
 
@@ -146,10 +175,18 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
         src = perf_attr->local_memory_type;
         dst = perf_attr->remote_memory_type;
     }
+    pair = cux_copy_bw_pair(src, dst);
+    if ((pair >= 0) && iface->perf.bw_spec.has_pair[pair]) {
+        cux_copy_report_bandwidth(perf_attr, iface->perf.bw_spec.pair[pair]);
+        return UCS_OK;
+    }
+    if (!iface->perf.bandwidth_measured) {
+        return UCS_OK; /* the interface's figure stands */
+    }
     from = cux_copy_link_end(src);
     to   = cux_copy_link_end(dst);
     if (cux_link_perf_get(from, to, &link) != UCS_OK) {
-        return UCS_OK; /* the interface's figure stands */
+        return UCS_OK;
     }
     if (!ucs_derived_of(iface, cux_copy_iface_t)->host_staging) {
         if (from == CUX_LINK_HOST) {
@@ -158,16 +195,7 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
             link.bandwidth = ucs_min(link.bandwidth, CUX_COPY_UNSTAGED_D2H_BW);
         }
     }
-    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
-        perf_attr->bandwidth.dedicated = 0;
-        perf_attr->bandwidth.shared    = link.bandwidth;
-    }
-#if CUX_UCX_HAS_PATH_BANDWIDTH
-    if (perf_attr->field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
-        perf_attr->path_bandwidth.dedicated = 0;
-        perf_attr->path_bandwidth.shared    = link.bandwidth;
-    }
-#endif
+    cux_copy_report_bandwidth(perf_attr, link.bandwidth);
     return UCS_OK;
 }
 
