@@ -62,6 +62,13 @@ def small_cases(where, placement, tests=("tag_bw", "ucp_put_bw", "ucp_get")):
             for size in (1 * KB, 2 * KB, 4 * KB, 8 * KB, 16 * KB, 32 * KB, 64 * KB)]
 
 
+def read_cases(where, placement):
+    """UCX_CUDA_IPC_ENABLE_GET_ZCOPY: rendezvous (which reads or writes) and gets of GPU memory."""
+    return [(f"{where}: tag_bw cuda {label}", "tag_bw", size, "cuda", iters, iters // 10, IPC_TLS, placement)
+            for label, size, iters in (("64KB", 64 * KB, 2000), ("1MB", MB, 1000), ("16MB", 16 * MB, 200))] + \
+           [(f"{where}: ucp_get cuda 1MB", "ucp_get", MB, "cuda", 1000, 100, IPC_TLS, placement)]
+
+
 CASE_SETS = {
     "copy": [
         ("tag_bw host->cuda 16MB", "tag_bw", 16 * MB, "host,cuda", 40, 4, COPY_TLS, (0, 0)),
@@ -111,6 +118,10 @@ CASE_SETS = {
     "small": small_cases("one GPU", (0, 0)),
     "small-two-gpus": small_cases("GPU0->GPU1", None),
     "small-tag-bw": small_cases("one GPU", (0, 0), ("tag_bw",)),
+    # Reads offered to UCP or not (module entries carry UCX_CUDA_IPC_ENABLE_GET_ZCOPY), both processes on one GPU
+    # ("reads") or on GPU0 and GPU1 ("reads-two-gpus").
+    "reads": read_cases("one GPU", (0, 0)),
+    "reads-two-gpus": read_cases("GPU0->GPU1", None),
     # Host memory only, with the CUDA transports enabled: what they change for messages that never touch a GPU
     # (compare with a module entry whose UCX_TLS is ^cuda).
     "host": [

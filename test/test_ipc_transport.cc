@@ -74,6 +74,26 @@ TEST_F(ipc_transport, put_and_get_between_processes)
     }
 }
 
+/* UCX_CUDA_IPC_ENABLE_GET_ZCOPY, a setting of UCX's module that inference servers set on: reads are offered with
+ * auto and on; off reports no get size, as UCX's module does on GPUs without NVLink, so that UCP writes for its
+ * rendezvous (the get flag stays, as there). A BW list, which only cuda_copy takes, fails the interface. */
+TEST_F(ipc_transport, reads_are_offered_unless_turned_off)
+{
+    uct_iface_attr_t attr;
+
+    for (const char *value : {"auto", "on", "y", "off", "n"}) {
+        SCOPED_TRACE(std::string("ENABLE_GET_ZCOPY=") + value);
+        const bool off = !strcmp(value, "off") || !strcmp(value, "n");
+        ASSERT_NO_FATAL_FAILURE(open_iface({{"ENABLE_GET_ZCOPY", value}}));
+        ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+        EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+        EXPECT_EQ(off ? 0 : SIZE_MAX, attr.cap.get.max_zcopy);
+        EXPECT_EQ(SIZE_MAX, attr.cap.put.max_zcopy);
+    }
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, iface_open_status({{"BW", "10000MBs,d2d:320GBs"}}));
+    EXPECT_EQ(UCS_OK, iface_open_status({{"BW", "50000MBs"}}));
+}
+
 /* Many copies in flight: accepted into batches (issued together at progress, flush, or when a batch is full),
  * or each issued at once (MAX_BATCH=1); a flush right after them covers all. */
 TEST_F(ipc_transport, many_copies_in_flight_complete_and_flush_in_order)

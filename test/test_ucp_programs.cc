@@ -181,6 +181,21 @@ TEST_F(ucp_programs, ucp_data_check_across_protocol_thresholds)
     }
 }
 
+/* Settings of UCX's own module that deployments carry (UCX 1.19+'s BW list for cuda_copy, inference servers'
+ * ENABLE_GET_ZCOPY=on) keep UCP working with this module in its place; with reads turned off UCP sends the
+ * same data by other paths. The list used to fail UCP's initialisation. */
+TEST_F(ucp_programs, settings_of_ucx_modules_keep_ucp_working)
+{
+    const std::string list = "UCX_CUDA_COPY_BW=10000MBs,h2d:8300MBs,d2h:11660MBs,d2d:320GBs ";
+    for (const char *get : {"on", "off"}) {
+        SCOPED_TRACE(get);
+        command_result r = ucp_check("CUX_MEMTYPE=query " + list + "UCX_CUDA_IPC_ENABLE_GET_ZCOPY=" + get,
+                                     "--only 0,1,2,3 8 65539 1048576");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+    }
+}
+
 /* The regression test of synchronous fills: without synchronous memory operations (CUX_SYNC_MEMOPS=n) the mock
  * lands a pageable fill late, as the GPU may, and the data check sees stale data; the application-side remedy
  * (--fill-sync) passes without the module's help; the 12.0-driver path (the pointer attribute) passes too. */

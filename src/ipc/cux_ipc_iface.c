@@ -37,6 +37,13 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      "application's kernels. A lone copy always goes to a copy engine. 0 keeps every copy on the copy engines;\n"
      "auto is 256k.",
      ucs_offsetof(cux_ipc_iface_config_t, copy_kernel_max), UCS_CONFIG_TYPE_MEMUNITS},
+    /* UCX's module has this setting, and its auto turns reads off on GPUs without NVLink; inference servers
+     * set it on (NIXL reads KV cache with gets, which otherwise leave cuda_ipc). Here auto is on everywhere. */
+    {"ENABLE_GET_ZCOPY", "auto",
+     "Offer reads (get) to UCP: auto and on do; off reports no get size (as UCX's module does on GPUs without\n"
+     "NVLink), so that UCP's rendezvous writes through cuda_ipc instead of reading and its gets of GPU\n"
+     "memory go another way.",
+     ucs_offsetof(cux_ipc_iface_config_t, enable_get_zcopy), UCS_CONFIG_TYPE_ON_OFF_AUTO},
     {NULL}
 };
 
@@ -104,7 +111,12 @@ CUX_IFACE_REACHABLE_FUNC(cux_ipc_iface_is_reachable, cux_ipc_iface_reachable)
 
 static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
 {
-    cux_iface_query(ucs_derived_of(tl_iface, cux_iface_t), attr);
+    cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+
+    cux_iface_query(&iface->super, attr);
+    if (!iface->get_zcopy) {
+        attr->cap.get.max_zcopy = 0; /* the flag stays, as with UCX's module: UCP keeps cuda_ipc's lanes */
+    }
     attr->iface_addr_len          = sizeof(cux_ipc_iface_addr_t);
     attr->device_addr_len         = sizeof(uint64_t);
     /* A peer that dies is detected by ep_check (UCP's keepalive), so UCP may use cuda_ipc on endpoints that
@@ -173,6 +185,12 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->pid_ns        = cux_ipc_pid_namespace();
     self->proof         = ucs_derived_of(md, cux_ipc_md_t)->proof;
     self->super.measure = cux_ipc_iface_measure;
+    self->get_zcopy     = (config->enable_get_zcopy != UCS_CONFIG_OFF);
+    if (cux_bw_spec_has_pairs(&self->super.perf.bw_spec)) {
+        ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "BW=%s: one bandwidth or auto (h2d, d2h and d2d are cuda_copy's)",
+                  config->super.bandwidth);
+        return UCS_ERR_INVALID_PARAM;
+    }
     cux_completion_set_max_batch(&self->super.completion, config->max_batch);
     cux_completion_set_kernel_max(&self->super.completion, (config->copy_kernel_max == UCS_MEMUNITS_AUTO) ?
                                   CUX_IPC_COPY_KERNEL_MAX_AUTO : config->copy_kernel_max);

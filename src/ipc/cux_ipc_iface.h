@@ -16,6 +16,7 @@ typedef struct cux_ipc_iface_config {
     cux_iface_config_t super;
     unsigned           max_batch;
     size_t             copy_kernel_max;
+    ucs_on_off_auto_value_t enable_get_zcopy;
 } cux_ipc_iface_config_t;
 
 typedef struct cux_ipc_iface {
@@ -23,6 +24,7 @@ typedef struct cux_ipc_iface {
     uint64_t    system_id;
     uint64_t    pid_ns;  /* our PID namespace */
     cux_ipc_proof_mode_t proof; /* what peers must prove (the memory domain's PEER_PROOF) */
+    int         get_zcopy;  /* ENABLE_GET_ZCOPY: reads offered to UCP */
 } cux_ipc_iface_t;
 
 #endif
