@@ -570,6 +570,22 @@ TEST_F(copy, flush_waits_for_all_operations)
     EXPECT_EQ(data, dst.read());
 }
 
+/* UCX's module bounds its CUDA events with MAX_EVENTS; here that is a second name for MAX_INFLIGHT, which bounds
+ * the operations in flight, and with them the events. */
+TEST_F(copy, max_events_is_a_second_name_for_max_inflight)
+{
+    ASSERT_NO_FATAL_FAILURE(open_iface({{"MAX_EVENTS", "4"}}));
+    buffer src(buf_kind::cuda0, 8 * 4096), dst(buf_kind::cuda0, 8 * 4096);
+    counting_completion ops(4);
+
+    for (int i = 0; i < 8; ++i) {
+        uct_iov_t iov = {(char*)src.ptr() + i * 4096, 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+        EXPECT_EQ((i < 4) ? UCS_INPROGRESS : UCS_ERR_NO_RESOURCE,
+                  uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr() + i * 4096, 0, &ops.comp)) << i;
+    }
+    EXPECT_EQ(UCS_OK, wait(&ops.comp));
+}
+
 TEST_F(copy, pending_queue_when_inflight_limit_is_reached)
 {
     open_iface({{"MAX_INFLIGHT", "4"}});

@@ -31,6 +31,8 @@ typedef struct cux_iface_config {
      "UCS_ERR_NO_RESOURCE and wait in the pending queue. CUDA events are recycled, so their number\n" \
      "follows the peak of operations in flight.", \
      ucs_offsetof(cux_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT}, \
+    {"MAX_EVENTS", NULL, /* UCX's module's name for its bound on CUDA events: here they follow the operations */ \
+     "", ucs_offsetof(cux_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT}, \
     {"BW", _bw, \
      "Bandwidth reported to UCP for its protocol selection; auto: measured once per process on the\n" \
      "device links this transport uses. UCX's list form is taken too (cux_bw_spec.h).", \
