@@ -137,6 +137,9 @@ protected:
     void open_iface(const std::vector<std::pair<std::string, std::string>> &config = {});
     /* What uct_iface_open answers for config, the interface closed again; the fixture's stays as it was. */
     ucs_status_t iface_open_status(const std::vector<std::pair<std::string, std::string>> &config);
+    /* An interface of the fixture's transport with config set; on failure, what failed. */
+    ucs_status_t open_configured_iface(const std::vector<std::pair<std::string, std::string>> &config,
+                                       uct_iface_h *iface_p, std::string *what);
     void close_iface();
 
     /* Progress until the completion is done or the timeout passes; returns its status. */

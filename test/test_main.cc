@@ -347,56 +347,59 @@ ucs_status_t transport_test::ep_error(void *arg, uct_ep_h ep, ucs_status_t statu
     return UCS_OK;
 }
 
-ucs_status_t transport_test::iface_open_status(const std::vector<std::pair<std::string, std::string>> &config)
+ucs_status_t transport_test::open_configured_iface(const std::vector<std::pair<std::string, std::string>> &config,
+                                                   uct_iface_h *iface_p, std::string *what)
 {
     uct_iface_config_t *iface_config;
     uct_iface_params_t params = {};
-    uct_iface_h iface;
-    ucs_status_t status = uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config);
+    ucs_status_t status       = uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config);
 
+    *what = "reading the configuration";
+    if (status != UCS_OK) {
+        return status;
+    }
     for (const auto &kv : config) {
         if (status == UCS_OK) {
+            *what  = "setting " + kv.first + "=" + kv.second;
             status = config_modify(iface_config, m_tl_name, kv.first, kv.second);
         }
     }
     if (status == UCS_OK) {
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
+        params.err_handler          = ep_error;
+        params.err_handler_arg      = this;
         params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
         params.mode.device.tl_name  = m_tl_name;
         params.mode.device.dev_name = "cuda";
-        status = uct_iface_open(m_md, m_worker, &params, iface_config, &iface);
-        if (status == UCS_OK) {
-            uct_iface_close(iface);
-        }
+        *what                       = "opening the interface";
+        status = uct_iface_open(m_md, m_worker, &params, iface_config, iface_p);
     }
     uct_config_release(iface_config);
     return status;
 }
 
+ucs_status_t transport_test::iface_open_status(const std::vector<std::pair<std::string, std::string>> &config)
+{
+    std::string what;
+    uct_iface_h iface;
+    ucs_status_t status = open_configured_iface(config, &iface, &what);
+
+    if (status == UCS_OK) {
+        uct_iface_close(iface);
+    }
+    return status;
+}
+
 void transport_test::open_iface(const std::vector<std::pair<std::string, std::string>> &config)
 {
-    uct_iface_config_t *iface_config;
-    uct_iface_params_t params = {};
     uct_ep_params_t ep_params = {};
     std::vector<char> iface_addr;
     uct_iface_attr_t attr;
+    std::string what;
 
     close_iface();
-    ASSERT_EQ(UCS_OK, uct_md_iface_config_read(m_md, m_tl_name, NULL, NULL, &iface_config));
-    for (const auto &kv : config) {
-        ASSERT_EQ(UCS_OK, config_modify(iface_config, m_tl_name, kv.first, kv.second)) << kv.first;
-    }
-
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG;
-    params.err_handler          = ep_error;
-    params.err_handler_arg      = this;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = m_tl_name;
-    params.mode.device.dev_name = "cuda";
-    ucs_status_t status = uct_iface_open(m_md, m_worker, &params, iface_config, &m_iface);
-    uct_config_release(iface_config);
-    ASSERT_EQ(UCS_OK, status);
+    ASSERT_EQ(UCS_OK, open_configured_iface(config, &m_iface, &what)) << what;
     uct_iface_progress_enable(m_iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     if (!m_self_ep) {
         return;
