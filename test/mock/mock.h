@@ -145,6 +145,10 @@ CUresult m_cuCtxEnablePeerAccess(CUcontext peer, unsigned flags);
 CUresult m_cuCtxDisablePeerAccess(CUcontext peer);
 /* mock_memory.c */
 mock_alloc_t *mock_find(uintptr_t p);
+/* What [p, p + n) starts in: a known allocation or pinned range, whether pinned host memory, whether it ends
+ * inside it too. Takes mock_lock. */
+typedef struct { int known, host_pinned, fits; } mock_where_t;
+mock_where_t mock_where(uintptr_t p, size_t n);
 CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned, int fd, int imported);
 CUresult mock_untrack(uintptr_t start, int kind);
 void mock_late_land(void);

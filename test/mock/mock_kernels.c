@@ -36,14 +36,9 @@ CUresult m_cuModuleGetFunction(CUfunction *function, CUmodule module, const char
 
 static int mock_device_memory(CUdeviceptr p, size_t n)
 {
-    mock_alloc_t *a;
-    int ok;
+    mock_where_t where = mock_where(p, n);
 
-    pthread_mutex_lock(&mock_lock);
-    a  = mock_find(p);
-    ok = (a != NULL) && !a->host_pinned && (p + n <= a->start + a->size);
-    pthread_mutex_unlock(&mock_lock);
-    return ok;
+    return where.known && !where.host_pinned && where.fits;
 }
 
 CUresult m_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,

@@ -20,6 +20,22 @@ mock_alloc_t *mock_find(uintptr_t p)
     return NULL;
 }
 
+mock_where_t mock_where(uintptr_t p, size_t n)
+{
+    mock_where_t where = {0, 0, 0};
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if (a != NULL) {
+        where.known       = 1;
+        where.host_pinned = a->host_pinned;
+        where.fits        = (p + n <= a->start + a->size);
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return where;
+}
+
 CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned, int fd,
                            int imported)
 {

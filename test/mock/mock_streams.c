@@ -187,14 +187,9 @@ CUresult m_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
 /* Like the driver: a host range that starts inside a pinned range must end inside it too. */
 static int mock_straddles_pinned(CUdeviceptr p, size_t n)
 {
-    mock_alloc_t *a;
-    int straddles;
+    mock_where_t where = mock_where(p, n);
 
-    pthread_mutex_lock(&mock_lock);
-    a         = mock_find(p);
-    straddles = (a != NULL) && a->host_pinned && (p + n > a->start + a->size);
-    pthread_mutex_unlock(&mock_lock);
-    return straddles;
+    return where.known && where.host_pinned && !where.fits;
 }
 
 CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
