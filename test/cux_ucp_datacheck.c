@@ -354,12 +354,24 @@ static void vmm_free(int device, CUdeviceptr dptr, size_t size)
     cu.vmm_address_free(dptr, size);
 }
 
+/* A pool on device whose memory other processes can import: the POSIX descriptor handle type. */
+static CUmemPoolProps shareable_pool_props(int device)
+{
+    CUmemPoolProps props = {};
+
+    props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id   = device;
+    return props;
+}
+
 /* The pool of a KIND_POOL kind: the device's default pool (no shareable handle type), or one made once with the
  * POSIX descriptor handle type, as an application makes its pools shareable (RMM, PyTorch's pool IPC). */
 static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
 {
     static CUmemoryPool shareable;
-    CUmemPoolProps props = {};
+    CUmemPoolProps props = shareable_pool_props(mem->device);
 
     if (!cu.alloc_pool || !cu.stream_sync || !cu.free_async) {
         return CHECK_SKIP;
@@ -368,10 +380,6 @@ static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
         return (cu.default_pool && !cu.default_pool(pool, mem->device)) ? 0 : CHECK_SKIP;
     }
     if (shareable == NULL) {
-        props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
-        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        props.location.id   = mem->device;
         if (!cu.pool_create || cu.pool_create(&shareable, &props)) {
             return CHECK_SKIP;
         }
@@ -385,7 +393,7 @@ static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
 static int mem_runtime_pool_alloc(const check_mem_t *mem, size_t size, void **ptr)
 {
     static void *pool;
-    CUmemPoolProps props = {};
+    CUmemPoolProps props = shareable_pool_props(mem->device);
 
     if (!cu.rt_set_device || !cu.rt_pool_create || !cu.rt_malloc_from_pool || !cu.rt_free_async ||
         !cu.rt_stream_sync) {
@@ -395,10 +403,6 @@ static int mem_runtime_pool_alloc(const check_mem_t *mem, size_t size, void **pt
         return -1;
     }
     if (pool == NULL) {
-        props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
-        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        props.location.id   = mem->device;
         if (cu.rt_pool_create(&pool, &props)) {
             return CHECK_SKIP; /* the runtime cannot make shareable pools here */
         }
