@@ -18,7 +18,12 @@
  * transfers (default 2), each to freshly allocated target memory with new remote keys (every mapping new).
  * Every transfer is data-checked: each block carries a pattern of its source, target, index and repeat,
  * filled by plain synchronous copies; the target (put) or the initiator (get) reads every byte back after
- * the flush. Buffers are registered with ucp_mem_map and passed to UCP with their memory handles, as NIXL does.
+ * every operation of the transfer has completed and the worker is flushed. Buffers are registered with ucp_mem_map
+ * and passed to UCP with their memory handles, as NIXL does.
+ *
+ * A transfer is done when UCP has completed every request it returned, not merely when the worker flush says so:
+ * UCP's flush can return while operations still wait in a transport's pending queue (see transfer()). How often
+ * that happened is reported ("UCP's flush came first N times", flush_early=N): it is UCP's, not a data error.
  *
  * While a rank waits for the others it progresses its worker, as a serving process does.
  *
@@ -28,7 +33,7 @@
  * buffer every 100 ms for -T seconds (default 15), as an application that goes on working does, and prints
  * the GPU memory in use (the whole device, cuMemGetInfo) at each step and when it came back ("FREED" line).
  * Both ranks run on the first GPU, so that the device's figures include the exporter's buffer.
- * *
+ *
  * Prints one line per case and a machine-readable "RESULT key=value ..." line: time of a transfer (median),
  * GB/s and blocks/s over all initiators (bytes moved / the slowest initiator's time), posting time per block
  * (the ucp_*_nbx calls alone), and the first transfer's time and its cost per new allocation (first - warm,
@@ -644,10 +649,42 @@ static void wait_request(void *request, const char *what)
     }
 }
 
-/* Posts every block to every target, then flushes. Returns the posting time; *total the whole. */
+/* The requests of one transfer: how many UCP returned, and how many completed since. */
+typedef struct {
+    size_t       posted, done;
+    ucs_status_t status;
+} transfer_reqs_t;
+
+static void transfer_req_done(void *request, ucs_status_t status, void *arg)
+{
+    transfer_reqs_t *reqs = arg;
+    ++reqs->done;
+    if (status != UCS_OK) {
+        reqs->status = status;
+    }
+    ucp_request_free(request);
+}
+
+static void flush_worker(void)
+{
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    wait_request(ucp_worker_flush_nbx(me.worker, &param), "ucp_worker_flush_nbx");
+}
+
+/* Transfers whose worker flush returned before every operation posted ahead of it had completed. */
+static uint64_t early_flushes;
+
+/* Posts every block to every target, then flushes. Returns the posting time; *total the whole.
+ *
+ * The flush alone is not trusted: UCP's worker flush (1.13 to 1.22 at least) returns as soon as no operation it
+ * has sent is outstanding and every transport's interface flush says done, and operations that still wait in a
+ * transport's pending queue (a shared-memory FIFO full of other ranks' traffic) are neither. Every request is
+ * counted to its completion instead; when the flush came first, the rest is awaited and the worker flushed
+ * again, so that puts sent late complete at their targets too. */
 static double transfer(int put, const blocks_t *local, const remote_t *remote, size_t count, double *total)
 {
     double t0 = now_us(), t1;
+    transfer_reqs_t reqs = {0, 0, UCS_OK};
     ucp_request_param_t param;
     int peer_index = 0;
 
@@ -661,31 +698,42 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
             uint64_t raddr  = remote[t].base[ri] +
                               (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * local->block);
             void *request;
-            param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH;
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH |
+                                 UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
             param.memory_type  = UCS_MEMORY_TYPE_CUDA;
             param.memh         = block_memh(local, li);
+            param.cb.send      = transfer_req_done;
+            param.user_data    = &reqs;
             request = put ? ucp_put_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
                                         remote[t].rkey[ri], &param)
                           : ucp_get_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
                                         remote[t].rkey[ri], &param);
             if (UCS_PTR_IS_ERR(request)) {
                 die("ucp_%s_nbx: %s", put ? "put" : "get", ucs_status_string(UCS_PTR_STATUS(request)));
-            } else if (request != NULL) {
-                ucp_request_free(request); /* completes with the flush */
             }
+            reqs.posted += (request != NULL); /* freed by transfer_req_done */
         }
         ++peer_index;
     }
-    t1               = now_us();
-    param.op_attr_mask = 0;
-    wait_request(ucp_worker_flush_nbx(me.worker, &param), "ucp_worker_flush_nbx");
+    t1 = now_us();
+    flush_worker();
+    if (reqs.done < reqs.posted) {
+        ++early_flushes;
+        while (reqs.done < reqs.posted) {
+            ucp_worker_progress(me.worker);
+        }
+        flush_worker();
+    }
+    if (reqs.status != UCS_OK) {
+        die("ucp_%s_nbx completed with %s", put ? "put" : "get", ucs_status_string(reqs.status));
+    }
     *total = now_us() - t0;
     return t1 - t0;
 }
 
 typedef struct {
     double total, post, unpack;
-    uint64_t bad;
+    uint64_t bad, early; /* blocks with wrong data; transfers whose worker flush came before their operations */
 } timing_t;
 
 static int cmp_double(const void *a, const void *b)
@@ -705,7 +753,8 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
                             remote_t *remote, int n, uint32_t *host, uint32_t *expect, double unpack, int counted)
 {
     int ntargets = 0;
-    timing_t mine = {0, 0, unpack, 0}, out = {0, 0, 0, 0};
+    timing_t mine = {0, 0, unpack, 0, 0}, out = {0, 0, 0, 0, 0};
+    uint64_t early = early_flushes;
     void **all;
     size_t *lens;
     int initiators = 0;
@@ -727,7 +776,8 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
         if (drvcount.enable && counted) {
             drvcount.enable(1);
         }
-        mine.post = transfer(put, local, remote, count, &mine.total) / (ntargets * count);
+        mine.post  = transfer(put, local, remote, count, &mine.total) / (ntargets * count);
+        mine.early = early_flushes - early;
         if (drvcount.enable) {
             drvcount.enable(0);
         }
@@ -748,7 +798,8 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
     allgather(&mine, sizeof(mine), &all, &lens);
     for (int r = 0; r < opt.nprocs; ++r) {
         const timing_t *t = all[r];
-        out.bad += t->bad;
+        out.bad   += t->bad;
+        out.early += t->early;
         if (t->total > 0) {
             out.total   = (t->total > out.total) ? t->total : out.total;
             out.post   += t->post;
@@ -772,7 +823,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
     double *posts    = xalloc(opt.repeats, sizeof(double));
     double *firsts   = xalloc(opt.first_repeats + 1, sizeof(double));
     double *unpacks  = xalloc(opt.first_repeats + 1, sizeof(double));
-    uint64_t bad     = 0;
+    uint64_t bad     = 0, early = 0;
     timing_t t;
     double unpack;
     int initiators = 0;
@@ -798,13 +849,15 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
     unpack = exchange_keys(&exposed, many, count, remote);
 
     /* warm-up (connects, maps), then the timed repeats on the same memory */
-    t    = repeat_once(put, count, &local, &exposed, remote, 0, host, expect, unpack, 0);
-    bad += t.bad;
+    t      = repeat_once(put, count, &local, &exposed, remote, 0, host, expect, unpack, 0);
+    bad   += t.bad;
+    early += t.early;
     for (int n = 0; n < opt.repeats; ++n) {
         t         = repeat_once(put, count, &local, &exposed, remote, n + 1, host, expect, 0, 1);
         totals[n] = t.total;
         posts[n]  = t.post;
         bad      += t.bad;
+        early    += t.early;
     }
     /* first transfers: new target memory every time */
     for (int n = 0; n < opt.first_repeats; ++n) {
@@ -817,6 +870,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         firsts[n]  = t.total;
         unpacks[n] = t.unpack;
         bad       += t.bad;
+        early     += t.early;
     }
     remote_release(remote);
     barrier(); /* no rank frees memory a peer still reads */
@@ -838,6 +892,9 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         if (opt.first_repeats) {
             printf(", first %9.1f us (%7.1f us per new allocation, unpack %7.1f us)", first, per, unp);
         }
+        if (early) {
+            printf(", UCP's flush came first %" PRIu64 " times", early);
+        }
         printf(", data %s\n", bad ? "BAD" : "ok");
         if (drvcount.enable) {
             printf("DRVCALLS op=%s layout=%s size=%zu count=%zu per block:", put ? "put" : "get",
@@ -847,10 +904,10 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         }
         printf("RESULT op=%s layout=%s size=%zu count=%zu ranks=%d initiators=%d pattern=%s time_us=%.2f "
                "gbps=%.4f blocks_per_s=%.0f post_us=%.4f spread_pct=%.2f first_us=%.2f first_per_alloc_us=%.2f "
-               "unpack_us=%.2f data=%s\n",
+               "unpack_us=%.2f flush_early=%" PRIu64 " data=%s\n",
                put ? "put" : "get", many ? "many" : "one", size, count, opt.nprocs, initiators,
                opt.all_to_all ? "all" : "one", warm, bytes / warm / 1e3, bytes / size / warm * 1e6, post, spread,
-               first, per, unp, bad ? "bad" : "ok");
+               first, per, unp, early, bad ? "bad" : "ok");
         fflush(stdout);
     }
     free(remote), free(totals), free(posts), free(firsts), free(unpacks);

@@ -305,6 +305,27 @@ TEST_F(ucp_programs, many_block_benchmark_checks_every_block)
     }
 }
 
+/* UCP's worker flush can return while operations still wait in a transport's pending queue (issue 31: UCP 1.13 to
+ * 1.22 over shared memory, when a receiver's FIFO is full of other ranks' traffic; on a busy machine one run in
+ * four). The preload makes every flush with an operation outstanding return at once (test/preload/early_flush.c):
+ * a benchmark that trusts the flush alone reads stale blocks, or has a late put land in freed memory, on every run.
+ * cux_blocks counts every request to its completion, and says how often the flush came first. */
+TEST_F(ucp_programs, many_block_benchmark_waits_for_every_request_when_the_flush_comes_first)
+{
+    for (const char *shape : {"-n 2 -p one -k 1,100", "-n 3 -p all -k 1,20"}) {
+        SCOPED_TRACE(shape);
+        command_result r = run_command(m_env + "UCX_TLS=self,sm,cuda_copy,cuda_ipc LD_PRELOAD=" +
+                                       build_path("test/.libs/libcux_early_flush.so") + " timeout 300 " + m_run +
+                                       " " + build_path("bench/cux_blocks") + " " + shape +
+                                       " -s 16k,65539 -r 2 -f 1");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("early_flush: a worker flush returns at once")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("UCP's flush came first")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("cux_blocks: done")) << r.output;
+        EXPECT_EQ(std::string::npos, r.output.find("BAD")) << r.output;
+    }
+}
+
 /* bench/cux_blocks -F (issue 22, item 5) runs its steps through; the memory figures mean something only on a GPU
  * host, where every process shares the device. */
 TEST_F(ucp_programs, freed_memory_check_runs_its_steps)
