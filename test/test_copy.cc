@@ -662,6 +662,88 @@ TEST_F(copy, pending_purge_returns_requests)
     ASSERT_EQ(UCS_OK, wait(&comp.comp));
 }
 
+/* A flush covers the operations that wait in the pending queue (issue 31). UCP's worker flush takes an interface's
+ * "done" for the end of everything posted through it, and its endpoint flush takes the endpoint's: a flush that
+ * came before a waiting put let UCP report the put complete while it had not been issued. Here a put waits for
+ * resources (MAX_INFLIGHT=1) behind another; its pending callback first finds no resource once more (as a UCP
+ * request can, for a resource of its own), so the interface's only copy completes while it still waits. */
+TEST_F(copy, flush_waits_for_operations_in_the_pending_queue)
+{
+    open_iface({{"MAX_INFLIGHT", "1"}});
+    const size_t size = 4096;
+    buffer src(buf_kind::cuda0, 2 * size), dst(buf_kind::cuda0, 2 * size);
+    auto data = random_bytes(2 * size);
+    counting_completion first, second, flush;
+
+    struct waiting_put {
+        uct_pending_req_t   req;
+        uct_ep_h            ep;
+        uct_iov_t           iov;
+        uint64_t            dst;
+        counting_completion *comp;
+        int                 refusals; /* NO_RESOURCE answers left before it tries */
+    } put2 = {{}, m_ep, {(char*)src.ptr() + size, size, UCT_MEM_HANDLE_NULL, 0, 1}, (uint64_t)dst.ptr() + size,
+              &second, 1};
+    put2.req.func = [](uct_pending_req_t *req) {
+        waiting_put *p = ucs_container_of(req, waiting_put, req);
+        if (p->refusals > 0) {
+            --p->refusals;
+            return UCS_ERR_NO_RESOURCE;
+        }
+        ucs_status_t st = uct_ep_put_zcopy(p->ep, &p->iov, 1, p->dst, 0, &p->comp->comp);
+        return (st == UCS_ERR_NO_RESOURCE) ? st : UCS_OK;
+    };
+
+    src.write(data);
+    uct_iov_t iov = {src.ptr(), size, UCT_MEM_HANDLE_NULL, 0, 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &first.comp));
+    ASSERT_EQ(UCS_ERR_NO_RESOURCE, uct_ep_put_zcopy(m_ep, &put2.iov, 1, put2.dst, 0, &second.comp));
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &put2.req, 0));
+
+    /* the first put done, the second refused once: nothing in flight, one waits */
+    ASSERT_EQ(UCS_OK, wait(&first.comp));
+    ASSERT_EQ(0, put2.refusals);
+    EXPECT_NE(UCS_OK, uct_iface_flush(m_iface, 0, NULL)) << "the interface said flushed with a put waiting";
+
+    ucs_status_t status = uct_ep_flush(m_ep, 0, &flush.comp);
+    ASSERT_TRUE((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) << ucs_status_string(status);
+    if (status == UCS_ERR_NO_RESOURCE) { /* as UCP does: retry when a resource comes back */
+        while ((status = uct_ep_flush(m_ep, 0, &flush.comp)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_worker);
+        }
+    }
+    if (status == UCS_INPROGRESS) {
+        ASSERT_EQ(UCS_OK, wait(&flush.comp));
+    }
+    EXPECT_EQ(1, second.done) << "the endpoint flush completed before the waiting put";
+    ASSERT_EQ(UCS_OK, wait(&second.comp));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_iface, 0, NULL));
+    EXPECT_EQ(data, dst.read());
+}
+
+/* A flush that waits behind an endpoint's pending requests is cancelled with them; the purge callback sees only
+ * the endpoint's own requests. */
+TEST_F(copy, pending_purge_cancels_a_flush_waiting_behind)
+{
+    open_iface({{"MAX_INFLIGHT", "1"}});
+    buffer src(buf_kind::cuda0, 4096), dst(buf_kind::cuda0, 4096);
+    uct_iov_t iov = {src.ptr(), 4096, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion comp, flush;
+    uct_pending_req_t req = {};
+    int purged = 0;
+
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dst.ptr(), 0, &comp.comp));
+    req.func = [](uct_pending_req_t *) { return UCS_ERR_NO_RESOURCE; };
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &req, 0));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(m_ep, 0, &flush.comp));
+    uct_ep_pending_purge(m_ep, [](uct_pending_req_t *, void *arg) { ++*(int*)arg; }, &purged);
+    EXPECT_EQ(1, purged);
+    EXPECT_EQ(1, flush.done);
+    EXPECT_EQ(UCS_ERR_CANCELED, flush.status);
+    ASSERT_EQ(UCS_OK, wait(&comp.comp));
+    EXPECT_EQ(UCS_OK, uct_iface_flush(m_iface, 0, NULL));
+}
+
 TEST_F(copy, event_fd_wakes_on_completion)
 {
     const size_t size = 64 << 20;

@@ -31,7 +31,7 @@ typedef struct cux_desc {
     void                     *release_arg;
 } cux_desc_t;
 
-/* Private part of a pending request: queue link and the endpoint, for purge. */
+/* Private part of a pending request: queue link and the endpoint, for purge (NULL: a flush of the engine's own). */
 typedef struct cux_pending_priv {
     ucs_queue_elem_t qe;
     uct_ep_h         ep;
@@ -40,6 +40,22 @@ typedef struct cux_pending_priv {
 _Static_assert(sizeof(cux_pending_priv_t) <= UCT_PENDING_REQ_PRIV_LEN, "pending priv too large");
 
 #define cux_pending_priv(_req) ((cux_pending_priv_t*)(_req)->priv)
+
+/* A flush asked while requests wait for resources: it waits in the pending queue behind them, and places its
+ * markers when it reaches the head, once every request ahead of it has been issued. */
+typedef struct cux_deferred_flush {
+    uct_pending_req_t req;
+    cux_completion_t  *completion;
+    uct_ep_h          ep;   /* whose purge cancels it; NULL for an interface flush */
+    uct_completion_t  *comp;
+} cux_deferred_flush_t;
+
+static ucs_status_t cux_deferred_flush_progress(uct_pending_req_t *req);
+
+static int cux_pending_is_deferred_flush(uct_pending_req_t *req)
+{
+    return req->func == cux_deferred_flush_progress;
+}
 
 static void cux_stream_queue_submit(cux_stream_queue_t *sq);
 
@@ -56,6 +72,7 @@ void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, un
     completion->max_inflight = ucs_max(max_inflight, 1u);
     completion->max_poll     = ucs_max(max_poll, 1u);
     completion->event_fd     = -1;
+    completion->dispatching  = 0;
 }
 
 void cux_completion_cleanup(cux_completion_t *completion)
@@ -72,6 +89,7 @@ void cux_completion_cleanup(cux_completion_t *completion)
     ucs_assertv(completion->num_descs == 0, "%u descriptors leaked", completion->num_descs);
     if (!ucs_queue_is_empty(&completion->pending)) {
         ucs_warn("completion %p: pending requests dropped at close", completion);
+        cux_completion_pending_purge(completion, NULL, NULL, NULL); /* frees the engine's own flushes */
     }
     if (completion->event_fd >= 0) {
         close(completion->event_fd);
@@ -394,7 +412,9 @@ static void cux_completion_dispatch_pending(cux_completion_t *completion)
         elem   = ucs_queue_pull_non_empty(&completion->pending);
         priv   = ucs_container_of(elem, cux_pending_priv_t, qe);
         req    = ucs_container_of((void*)priv, uct_pending_req_t, priv);
+        completion->dispatching = 1;
         status = req->func(req);
+        completion->dispatching = 0;
         if (status == UCS_ERR_NO_RESOURCE) {
             ucs_queue_push_head(&completion->pending, &priv->qe);
             break;
@@ -466,7 +486,8 @@ unsigned cux_completion_progress(cux_completion_t *completion)
     return count;
 }
 
-ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_completion_t *comp)
+/* Flushes what has been issued: markers behind the tail of every busy queue. */
+static ucs_status_t cux_completion_flush_issued(cux_completion_t *completion, uct_completion_t *comp)
 {
     ucs_queue_head_t markers;
     cux_flush_req_t *flush;
@@ -514,6 +535,43 @@ ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_completion_t
         desc->release    = NULL;
         ucs_queue_push(&sq->descs, &desc->qe);
     }
+    return UCS_INPROGRESS;
+}
+
+static ucs_status_t cux_deferred_flush_progress(uct_pending_req_t *req)
+{
+    cux_deferred_flush_t *flush = ucs_container_of(req, cux_deferred_flush_t, req);
+    ucs_status_t status         = cux_completion_flush_issued(flush->completion, flush->comp);
+
+    if (status != UCS_INPROGRESS) {
+        uct_invoke_completion(flush->comp, status);
+    }
+    ucs_free(flush);
+    return UCS_OK;
+}
+
+ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_ep_h ep, uct_completion_t *comp)
+{
+    cux_deferred_flush_t *flush;
+
+    /* While a pending request is dispatched, everything ahead of it has been issued; what waits came later. */
+    if (ucs_queue_is_empty(&completion->pending) || completion->dispatching) {
+        return cux_completion_flush_issued(completion, comp);
+    }
+    if (comp == NULL) {
+        cux_completion_submit(completion);
+        return UCS_INPROGRESS;
+    }
+    flush = ucs_malloc(sizeof(*flush), "cux_deferred_flush");
+    if (flush == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    flush->req.func   = cux_deferred_flush_progress;
+    flush->completion = completion;
+    flush->ep         = ep;
+    flush->comp       = comp;
+    cux_pending_priv(&flush->req)->ep = NULL;
+    ucs_queue_push(&completion->pending, &cux_pending_priv(&flush->req)->qe);
     return UCS_INPROGRESS;
 }
 
@@ -601,7 +659,8 @@ ucs_status_t cux_completion_event_arm(cux_completion_t *completion, unsigned eve
 
 ucs_status_t cux_completion_pending_add(cux_completion_t *completion, uct_ep_h ep, uct_pending_req_t *req)
 {
-    if (cux_completion_has_resources(completion)) {
+    /* with others waiting, a request goes behind them even when resources came back: the order is kept */
+    if (cux_completion_has_resources(completion) && ucs_queue_is_empty(&completion->pending)) {
         return UCS_ERR_BUSY;
     }
     cux_pending_priv(req)->ep = ep;
@@ -614,11 +673,25 @@ void cux_completion_pending_purge(cux_completion_t *completion, uct_ep_h ep, uct
     cux_pending_priv_t *priv;
     ucs_queue_iter_t iter;
 
+    uct_pending_req_t *req;
+    cux_deferred_flush_t *flush;
+
     ucs_queue_for_each_safe(priv, iter, &completion->pending, qe) {
-        if (priv->ep == ep) {
+        req = ucs_container_of((void*)priv, uct_pending_req_t, priv);
+        if (cux_pending_is_deferred_flush(req)) {
+            /* the engine's own: cancelled with its endpoint, or all of them at close (ep NULL, no callback) */
+            flush = ucs_container_of(req, cux_deferred_flush_t, req);
+            if ((flush->ep == ep) || ((ep == NULL) && (cb == NULL))) {
+                ucs_queue_del_iter(&completion->pending, iter);
+                if (ep != NULL) {
+                    uct_invoke_completion(flush->comp, UCS_ERR_CANCELED);
+                }
+                ucs_free(flush);
+            }
+        } else if (priv->ep == ep) {
             ucs_queue_del_iter(&completion->pending, iter);
             if (cb != NULL) {
-                cb(ucs_container_of((void*)priv, uct_pending_req_t, priv), arg);
+                cb(req, arg);
             }
         }
     }

@@ -62,7 +62,8 @@ struct cux_completion {
     unsigned         num_inflight;  /* operations not yet completed */
     unsigned         max_inflight;  /* beyond this, operations return UCS_ERR_NO_RESOURCE */
     unsigned         max_poll;      /* completions handled per progress call */
-    ucs_queue_head_t pending;       /* uct_pending_req_t waiting for resources */
+    ucs_queue_head_t pending;       /* uct_pending_req_t waiting for resources, and flushes asked behind them */
+    int              dispatching;   /* a pending request is being dispatched: what waits behind it came later */
     int              event_fd;      /* -1 until asked for */
     ucs_list_link_t  batched;       /* stream queues with accepted copies */
     unsigned         max_batch;     /* copies per batch, at most CUX_BATCH_MAX */
@@ -140,8 +141,12 @@ void cux_completion_submit(cux_completion_t *completion);
 
 unsigned cux_completion_progress(cux_completion_t *completion);
 
-/* UCS_OK when nothing is in flight, else UCS_INPROGRESS (and comp, if given, is called when all is done). */
-ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_completion_t *comp);
+/*
+ * UCS_OK when nothing is in flight and nothing waits in the pending queue, else UCS_INPROGRESS (and comp, if given,
+ * is called when all of it is done). A flush asked while requests wait for resources joins the pending queue
+ * behind them (ep: the endpoint whose purge cancels it; NULL for the interface's), so that it covers them too.
+ */
+ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_ep_h ep, uct_completion_t *comp);
 
 ucs_status_t cux_completion_event_fd(cux_completion_t *completion, int *fd_p);
 

@@ -129,10 +129,11 @@ UCS_CLASS_DEFINE(cux_ep_t, uct_base_ep_t)
 UCS_CLASS_DEFINE_NEW_FUNC(cux_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DEFINE_DELETE_FUNC(cux_ep_t, uct_ep_t);
 
-ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
+/* An endpoint's flush waits for the whole interface: its operations share the interface's streams and queue. */
+static ucs_status_t cux_iface_flush_for(uct_iface_h tl_iface, uct_ep_h ep, uct_completion_t *comp)
 {
     cux_iface_t *iface  = cux_iface(tl_iface);
-    ucs_status_t status = cux_completion_flush(&iface->completion, comp);
+    ucs_status_t status = cux_completion_flush(&iface->completion, ep, comp);
 
     if (status == UCS_OK) {
         UCT_TL_IFACE_STAT_FLUSH(&iface->super);
@@ -142,9 +143,14 @@ ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completio
     return status;
 }
 
+ucs_status_t cux_iface_flush(uct_iface_h tl_iface, unsigned flags, uct_completion_t *comp)
+{
+    return cux_iface_flush_for(tl_iface, NULL, comp);
+}
+
 ucs_status_t cux_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
-    return cux_iface_flush(tl_ep->iface, flags, comp);
+    return cux_iface_flush_for(tl_ep->iface, tl_ep, comp);
 }
 
 unsigned cux_iface_progress(uct_iface_h tl_iface)
