@@ -326,6 +326,19 @@ TEST_F(ucp_programs, many_block_benchmark_waits_for_every_request_when_the_flush
     }
 }
 
+/* Every data-checking program in turn beside a busy loop per core (test/stress-datachecks.sh; issue 31): the
+ * first CUX_TEST_STRESS_RUNS cases of its rotation (default 16: each program, both operations, one to four
+ * ranks). The 1,000-run figure is in bench/results/. */
+TEST_F(ucp_programs, data_checks_hold_beside_a_cpu_hog)
+{
+    const char *runs     = getenv("CUX_TEST_STRESS_RUNS");
+    command_result r = run_command("CUX_TEST_STRESS_LOG=" + build_path("test/stress-datachecks.log") + " " +
+                                   source_path("test/stress-datachecks.sh") + " " + build_path(".") + " " +
+                                   (runs ? runs : "16"));
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(", 0 failed,")) << r.output;
+}
+
 /* bench/cux_blocks -F (issue 22, item 5) runs its steps through; the memory figures mean something only on a GPU
  * host, where every process shares the device. */
 TEST_F(ucp_programs, freed_memory_check_runs_its_steps)
