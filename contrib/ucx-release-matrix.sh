@@ -65,7 +65,7 @@ for v in "${releases[@]}"; do
              timeout 1200 test/cux_gtest) >"$log/tests.log" 2>&1
         result=$(grep -E '^\[  (PASSED|FAILED) ' "$log/tests.log" | head -n 2 | tr '\n' ' ')
     else
-        (cd "$build" && CUX_TEST_DEB=0 CUX_TEST_FUZZ_SECONDS=10 CUX_TEST_FUZZ_MIN_RUNS=0 timeout 3000 "$top/test/run-tests.sh") \
+        (cd "$build" && CUX_TEST_DEB=0 CUX_TEST_FUZZ_RUNS=100000 timeout 3000 "$top/test/run-tests.sh") \
             >"$log/tests.log" 2>&1
         result=$(tail -n 1 "$log/tests.log")
     fi
