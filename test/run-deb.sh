@@ -3,7 +3,10 @@
 # The Debian package, as a user meets it: contrib/build-deb.sh builds it, apt installs it, the installed
 # ucx-cuda-run runs ucx_info -d and --check (on the mock driver of BUILDDIR, so that CUDA transports show), then
 # apt removes it and UCX's own files must be as they were (dpkg --verify libucx0, the module directory's
-# listing). Prints one line; exits 0, 1 on a failure, or 77 (skipped) when not root or not on Debian/Ubuntu.
+# listing). A module installed by hand in UCX's module directory (contrib/quickstart.sh, the README's first
+# command) must be set aside while the package is installed and be back, the same file and working, after its
+# removal; where there is none, the build's module is put there for the test and taken away after it.
+# Prints one line; exits 0, 1 on a failure, or 77 (skipped) when not root or not on Debian/Ubuntu.
 #
 #   test/run-deb.sh [BUILDDIR]
 set -u
@@ -18,11 +21,28 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1 || ! command -v 
     echo "deb: skipped: needs root, apt-get and dpkg-buildpackage (contrib/install-deps.sh)"
     exit 77
 fi
-fail() { echo "deb: FAILED: $* (log: $log)"; apt-get remove -y -qq uct-cuda-plugin >>"$log" 2>&1; exit 1; }
+# as dpkg names it: /usr/lib, where ldconfig may say /lib (merged /usr)
+moddir=$(readlink -f "$(dirname "$(ldconfig -p | sed -n 's/.*libuct.so.0 .*=> //p' | head -n 1)")/ucx")
+hand="$moddir/libuct_cuda.so.0"
+placed=0
+fail() {
+    echo "deb: FAILED: $* (log: $log)"
+    apt-get remove -y -qq uct-cuda-plugin >>"$log" 2>&1
+    [ $placed = 0 ] || rm -f "$hand"
+    exit 1
+}
 
-moddir=$(dirname "$(ldconfig -p | sed -n 's/.*libuct.so.0 .*=> //p' | head -n 1)")/ucx
 before=$(ls -l "$moddir" 2>&1)
 dpkg --verify libucx0 >>"$log" 2>&1 || fail "libucx0 does not verify before the test"
+if [ -e "$hand" ] && dpkg-query -S "$hand" >/dev/null 2>&1; then
+    fail "$hand belongs to a package ($(dpkg-query -S "$hand" | tail -n 1)): remove it first"
+elif [ ! -e "$hand" ]; then
+    cp "$builddir/.libs/libuct_cuda.so.0" "$hand" && placed=1 || fail "could not place a module by hand"
+    before=$(ls -l "$moddir" 2>&1)
+fi
+cp -L "$hand" "$logs/deb-hand-module.so"
+echo "a module installed by hand: $(ls -l "$hand") ($([ $placed = 1 ] && echo "placed by the test" ||
+    echo "the user's"))" >>"$log"
 
 deb=$("$top/contrib/build-deb.sh" "$builddir/deb" 2>>"$log" | tail -n 1)
 [ -f "$deb" ] || fail "the package did not build"
@@ -30,10 +50,16 @@ echo "built $deb: $(dpkg-deb -f "$deb" Depends)" >>"$log"
 dpkg-deb -f "$deb" Depends | grep -q "libucx0 (= $(dpkg-query -W -f='${Version}' libucx0))" ||
     fail "the package does not depend on exactly the installed libucx0"
 
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >>"$log" 2>&1 || fail "apt-get install"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >"$logs/deb-install.log" 2>&1 ||
+    { cat "$logs/deb-install.log" >>"$log"; fail "apt-get install"; }
+cat "$logs/deb-install.log" >>"$log"
 for f in "$moddir/libuct_cuda.so.0" /usr/bin/ucx-cuda-run; do
     [ -e "$f" ] || fail "$f is not installed"
 done
+grep -q "was installed by hand: kept as $hand.by-hand" "$logs/deb-install.log" ||
+    fail "the package did not say it set the module installed by hand aside"
+[ "$(dpkg-divert --listpackage "$hand")" = uct-cuda-plugin ] || fail "no diversion of $hand"
+dpkg-query -S "$hand" 2>/dev/null | grep -q '^uct-cuda-plugin: ' || fail "$hand is not the package's"
 mock="CUX_DRIVER_PATH=$builddir/test/.libs/libmockcuda.so"
 env $mock ucx-cuda-run ucx_info -d >"$logs/deb-ucx-info.log" 2>&1 || fail "ucx-cuda-run ucx_info -d"
 grep -q 'Transport: cuda_copy' "$logs/deb-ucx-info.log" || fail "ucx_info -d shows no cuda_copy"
@@ -43,6 +69,15 @@ ucx-cuda-run --check >>"$logs/deb-check.log" 2>&1 # the system driver: no GPU he
 
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq uct-cuda-plugin >>"$log" 2>&1 || fail "apt-get remove"
 [ ! -e /usr/bin/ucx-cuda-run ] || fail "ucx-cuda-run is still there after removal"
-[ "$(ls -l "$moddir" 2>&1)" = "$before" ] || fail "UCX's module directory changed: $(ls "$moddir")"
+[ "$(ls -l "$moddir" 2>&1)" = "$before" ] || fail "UCX's module directory changed: $(ls -l "$moddir")"
+cmp -s "$hand" "$logs/deb-hand-module.so" || fail "the module installed by hand did not come back as it was"
+[ -z "$(dpkg-divert --listpackage "$hand")" ] || fail "a diversion of $hand is left"
+env $mock CUX_MODULE="$hand" CUX_PERFTEST_LIB="$builddir/.libs/libcux_perftest.so" \
+    CUX_MEMTYPE_LIB="$builddir/.libs/libcux_memtype.so" "$builddir/ucx-cuda-run" ucx_info -d \
+    >"$logs/deb-hand-ucx-info.log" 2>&1 &&
+    grep -q 'Transport: cuda_ipc' "$logs/deb-hand-ucx-info.log" || fail "the module installed by hand does not load"
 dpkg --verify libucx0 >>"$log" 2>&1 || fail "libucx0 does not verify after removal"
-echo "deb: $(basename "$deb") built, installed, checked (ucx_info -d lists cuda_copy and cuda_ipc; --check all OK on the mock), removed; UCX as it was"
+[ $placed = 0 ] || rm -f "$hand"
+echo "deb: $(basename "$deb") built, installed (the module installed by hand set aside), checked (ucx_info -d lists" \
+     "cuda_copy and cuda_ipc; --check all OK on the mock), removed (the module installed by hand back and loading);" \
+     "UCX as it was"

@@ -9,8 +9,9 @@
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: 10 million executions; passed, failed (a finding, or a
 #      rate that means the fuzzer is broken), or skipped without clang), then the
 #      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
-#      make distcheck (test/run-distcheck.sh, one test, with CUX_TEST_DISTCHECK=1 only), then the parity suite
-#      as on a 12.0 driver.
+#      make distcheck (test/run-distcheck.sh, one test, with CUX_TEST_DISTCHECK=1 only), then whether the module
+#      the README's first command installed still loads (test/run-installed.sh, one test, skipped where none was
+#      installed by hand), then the parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
 #   3. with CUX_TEST_ASAN_BUILDDIR (set by test/run-all.sh): the same suites' CPU and cuda_ipc parts under
 #      AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer; with CUX_TEST_TSAN_BUILDDIR the threaded tests
@@ -98,6 +99,9 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # so only where asked (test/run-all.sh, CI); then make distcheck (test/run-distcheck.sh), likewise
     run_script_if_asked CUX_TEST_DEB deb run-deb.sh "builds, installs and removes the Debian package"
     run_script_if_asked CUX_TEST_DISTCHECK distcheck run-distcheck.sh "runs make distcheck"
+    # the module the README's first command installed by hand still loads after all of it (skipped where none is)
+    echo "=== installed: test/run-installed.sh"
+    run_script run-installed.sh
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
         MOCK_CUDA_MODE=nosetflags GTEST_FILTER='parity.*' CUX_TEST_SUITE=mockptr CUX_TEST_REQUIRE_GPU=1

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What UCX's own module gives applications without being asked, and ours must give too (README, "Parity with
- * UCX's own module"): a buffer filled by a plain synchronous copy can be sent at once, whichever way the module
- * learns of it; the calling thread's CUDA context is as it was; UCP's memory-type cache learns what the memory
- * domain was asked about; the link measurement leaves peer access on. Runs on a real GPU, or on the mock driver,
- * which lands pageable copies late unless the memory or the context asks for synchronous memory operations.
+ * What UCX's own module gives applications without being asked, and ours must give too (docs/parity.md): a
+ * buffer filled by a plain synchronous copy can be sent at once, whichever way the module learns of it; the
+ * calling thread's CUDA context is as it was; UCP's memory-type cache learns what the memory domain was asked
+ * about; the link measurement leaves peer access on. Runs on a real GPU, or on the mock driver, which lands
+ * pageable copies late unless the memory or the context asks for synchronous memory operations.
  */
 #include "cux_test.h"
 
