@@ -11,6 +11,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 prefix=${UCX_PREFIX:-/usr}
+# Each step says what it does and what it usually takes on CI's machine (2 cores); the suites say it too.
+step() { echo "run-all: $1 (about $2 min on 2 cores)"; }
+step "dependencies and the UCX source (contrib/install-deps.sh)" 1
 if [ -z "${UCX_SRC:-}" ]; then
     if [ "$prefix" = /usr ] && command -v apt-get >/dev/null 2>&1; then
         src_line=$(contrib/install-deps.sh deps | tail -n 1)
@@ -21,6 +24,7 @@ if [ -z "${UCX_SRC:-}" ]; then
     fi
 fi
 
+step "configure and build in ./build" 3
 [ -x configure ] || ./autogen.sh >/dev/null
 mkdir -p build
 cd build
@@ -44,6 +48,7 @@ sanitizer_build() { # directory, compiler and linker flags
         { echo "run-all: the sanitizer build in $1 failed (see $1/*.log)"; exit 1; }
 }
 if [ "${CUX_TEST_NO_SANITIZERS:-0}" != 1 ]; then
+    step "the same tree with ASan and UBSan (build-asan), then with TSan (build-tsan)" 8
     sanitizer_build build-asan "-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
         "-fsanitize=address,undefined"
     sanitizer_build build-tsan "-g -O1 -fsanitize=thread" "-fsanitize=thread"
@@ -53,4 +58,5 @@ fi
 export CUX_TEST_DEB=${CUX_TEST_DEB:-1}
 # and runs make distcheck (test/run-distcheck.sh); CUX_TEST_DISTCHECK=0 leaves it out
 export CUX_TEST_DISTCHECK=${CUX_TEST_DISTCHECK:-1}
+step "the suites, one line each as it starts" 25
 exec ../test/run-tests.sh

@@ -27,11 +27,27 @@ mkdir -p "$logs"
 export UCX_MODULES=${UCX_MODULES:-^cuda}
 
 passed=0 failed=0 skipped=0 broken=0
+t_start=$(date +%s)
+
+# What a step usually takes on CI's machine (2 cores, test/run-all.sh), so that whoever watches knows where the
+# run is; a GPU host or a busy machine takes otherwise.
+about() {
+    local m
+    case $1 in
+    system-driver) m=2 ;; mock-driver) m=12 ;; mock-driver-1gpu) m=3 ;; fuzz) m=2 ;; deb) m=3 ;; distcheck) m=5 ;;
+    sanitizers-cpu) m=1 ;; sanitizers-mock) m=6 ;; sanitizers-thread) m=2 ;; *) m=0 ;;
+    esac
+    if [ "$m" -gt 0 ]; then
+        echo "about $m min, $(( ($(date +%s) - t_start) / 60 )) min in"
+    else
+        echo "under a minute, $(( ($(date +%s) - t_start) / 60 )) min in"
+    fi
+}
 
 run_suite() {
     local name=$1; shift
     local log="$logs/$name.log" xml="$logs/$name.xml"
-    echo "=== suite $name: $*"
+    echo "=== suite $name ($(about "$name")): $*"
     env "$@" "${suite_bin:-$bin}" --gtest_output="xml:$xml" >"$log" 2>&1
     local rc=$?
     grep -E '^\[  (PASSED|FAILED|SKIPPED)  ?\] [0-9]|^\[  FAILED  \] [a-z]|^cuda driver|events,' "$log" | sed 's/^/    /'
@@ -70,7 +86,7 @@ run_script() {
 # A test script that runs only where a variable asks for it (=1), and is reported skipped otherwise.
 run_script_if_asked() { # variable, name, script, what it does
     if [ "${!1:-0}" = 1 ]; then
-        echo "=== $2: test/$3"
+        echo "=== $2 ($(about "$2")): test/$3"
         run_script "$3"
     else
         echo "=== $2: skipped ($1=1 $4)"
@@ -93,14 +109,14 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
         GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
     # what a peer sends to cuda_ipc (addresses, keys, keys on an endpoint to a live exporter) under libFuzzer
     # with ASan and UBSan, the whole module instrumented: 10 million executions, however long they take
-    echo "=== fuzz: test/run-fuzz.sh, ${CUX_TEST_FUZZ_RUNS:-10000000} executions"
+    echo "=== fuzz ($(about fuzz)): test/run-fuzz.sh, ${CUX_TEST_FUZZ_RUNS:-10000000} executions"
     run_script run-fuzz.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
     # so only where asked (test/run-all.sh, CI); then make distcheck (test/run-distcheck.sh), likewise
     run_script_if_asked CUX_TEST_DEB deb run-deb.sh "builds, installs and removes the Debian package"
     run_script_if_asked CUX_TEST_DISTCHECK distcheck run-distcheck.sh "runs make distcheck"
     # the module the README's first command installed by hand still loads after all of it (skipped where none is)
-    echo "=== installed: test/run-installed.sh"
+    echo "=== installed ($(about installed)): test/run-installed.sh"
     run_script run-installed.sh
     # a 12.0 driver (no cuCtxSetFlags): synchronous memory operations through the pointer attribute
     run_suite mock-driver-pointer-sync CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" \
