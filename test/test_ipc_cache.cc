@@ -4,6 +4,8 @@
  */
 #include "ipc_transport.h"
 
+#include <atomic>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -15,8 +17,9 @@ extern "C" {
 using namespace cux_test;
 
 struct fake_driver {
-    int      mapped = 0, opens = 0, fail = 0;
+    std::atomic<int> mapped{0}, opens{0}, fail{0}, in_map{0};
     int      capacity = 0; /* most mappings open at once, 0 for no limit */
+    int      slow_ms  = 0; /* how long a map takes (a slow proof, a slow import) */
     uint64_t next   = 0x100000;
 
     static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p,
@@ -24,7 +27,10 @@ struct fake_driver {
     {
         *held_p = nullptr;
         fake_driver *d = (fake_driver*)arg;
-        if (d->fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
+        int fail       = d->fail; /* as asked when the map began */
+        d->in_map++;
+        usleep(d->slow_ms * 1000);
+        if (fail || ((d->capacity > 0) && (d->mapped >= d->capacity))) {
             return UCS_ERR_NO_MEMORY;
         }
         d->mapped++;
@@ -277,4 +283,66 @@ TEST_F(ipc_cache, unused_mappings_go_after_the_idle_bound_at_the_next_operation)
     usleep(50000);
     cux_ipc_cache_put(&m_cache, get(key(3, 0x5000, 5)));
     EXPECT_EQ(3, m_drv.mapped) << "with no bound, unused mappings stay";
+}
+
+/* A miss maps outside the cache's lock (issue 32, item 4): a thread that wants the mapping another thread is making
+ * waits for it and is served it, the handle imported once; a purge meanwhile leaves the new mapping to its last
+ * release; a failed map leaves nothing behind, and the waiter then maps it itself. */
+TEST_F(ipc_cache, a_mapping_in_progress_is_imported_once_and_shared)
+{
+    auto k           = key(1, 0x1000, 1);
+    m_drv.slow_ms    = 200;
+    cux_ipc_region_t *first = nullptr, *second = nullptr;
+    std::thread mapper([&] { first = get(k); });
+    while (m_drv.in_map == 0) {
+        usleep(1000);
+    }
+    second = get(k); /* while the first is being mapped */
+    mapper.join();
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(1, m_drv.opens);
+    EXPECT_EQ(1ul, m_cache.stats.hits);
+    cux_ipc_cache_put(&m_cache, first);
+    cux_ipc_cache_put(&m_cache, second);
+}
+
+TEST_F(ipc_cache, a_purge_during_a_mapping_leaves_it_to_its_last_release)
+{
+    auto k        = key(1, 0x1000, 1);
+    m_drv.slow_ms = 200;
+    cux_ipc_region_t *r = nullptr;
+    std::thread mapper([&] { r = get(k); });
+    while (m_drv.in_map == 0) {
+        usleep(1000);
+    }
+    cux_ipc_cache_purge(&m_cache);
+    mapper.join();
+    ASSERT_NE(nullptr, r);
+    EXPECT_EQ(1, m_drv.mapped);
+    EXPECT_EQ(0ul, m_cache.num_regions);
+    cux_ipc_cache_put(&m_cache, r); /* detached: unmapped now */
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, a_failed_mapping_leaves_nothing_and_a_waiter_maps_it_itself)
+{
+    auto k        = key(1, 0x1000, 1);
+    m_drv.slow_ms = 200;
+    m_drv.fail    = 1;
+    ucs_status_t first = UCS_OK;
+    std::thread mapper([&] {
+        cux_ipc_region_t *r = nullptr;
+        first = cux_ipc_cache_get(&m_cache, &k, 0, nullptr, 1, &r);
+    });
+    while (m_drv.in_map == 0) {
+        usleep(1000);
+    }
+    usleep(50000);
+    m_drv.fail = 0; /* the waiter's own map succeeds */
+    cux_ipc_region_t *r = get(k);
+    mapper.join();
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, first);
+    ASSERT_NE(nullptr, r);
+    EXPECT_EQ(1ul, m_cache.num_regions);
+    cux_ipc_cache_put(&m_cache, r);
 }

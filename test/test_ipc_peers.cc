@@ -7,8 +7,12 @@
 
 #include <cstring>
 #include <memory>
+#include <chrono>
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,6 +25,7 @@ extern "C" {
 #include "ipc/cux_ipc_md.h"
 #include "ipc/cux_ipc_import.h"
 #include "ipc/cux_ipc_proof.h"
+#include "ipc/cux_ipc_peer_read.h"
 #include <ucs/sys/sys.h>
 }
 
@@ -530,4 +535,49 @@ TEST_F(ipc_transport, an_endpoint_to_this_process_copies_only_memory_it_register
     uct_rkey_release(m_component, &bundle);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
     uct_ep_destroy(self_ep);
+}
+
+/* A read of a peer's memory that the peer never answers (here a page registered with userfaultfd and never served,
+ * as a FUSE file a peer never serves) gives up at UCX_CUDA_IPC_PROOF_TIMEOUT, and later reads go on (issue 32,
+ * item 4: a peer pointing a proof at such a page stalled every cuda_ipc operation of the process). */
+TEST(ipc_peer_read, a_read_the_peer_never_answers_gives_up_at_the_deadline)
+{
+    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+    if (uffd < 0) {
+        GTEST_SKIP() << "no userfaultfd here: " << strerror(errno);
+    }
+    struct uffdio_api api = {};
+    api.api = UFFD_API;
+    ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+    void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, page);
+    struct uffdio_register reg = {};
+    reg.range = {(uintptr_t)page, 4096};
+    reg.mode  = UFFDIO_REGISTER_MODE_MISSING;
+    ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+
+    cux_ipc_peer_read_set_timeout(0.2);
+    char buf[64];
+    for (int i = 0; i < CUX_IPC_PEER_READERS_MAX + 1; ++i) { /* more than there are readers */
+        auto start     = std::chrono::steady_clock::now();
+        ssize_t n      = cux_ipc_peer_read_bounded(getpid(), (uintptr_t)page + i * 64, buf, sizeof(buf));
+        int err        = errno;
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_EQ(-1, n) << i;
+        EXPECT_EQ(ETIMEDOUT, err) << i;
+        EXPECT_LT(elapsed, 5.0) << i;
+    }
+    static const char other[64] = "readable";
+    ssize_t n = -1;
+    for (int tries = 0; (n < 0) && (tries < 50); ++tries) { /* a reader is free once the page is served */
+        if (tries == 0) {
+            close(uffd); /* the blocked reads complete (the page reads as zeros) */
+        }
+        n = cux_ipc_peer_read_bounded(getpid(), (uintptr_t)other, buf, sizeof(buf));
+    }
+    EXPECT_EQ((ssize_t)sizeof(buf), n);
+    EXPECT_STREQ("readable", buf);
+    cux_ipc_peer_read_set_timeout(1.0);
+    usleep(100000); /* the readers finish with the page before it goes */
+    munmap(page, 4096);
 }

@@ -25,6 +25,7 @@ void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, 
 {
     memset(cache, 0, sizeof(*cache));
     pthread_mutex_init(&cache->lock, NULL);
+    pthread_cond_init(&cache->mapped, NULL);
     ucs_list_head_init(&cache->lru);
     cache->ops         = ops;
     cache->arg         = arg;
@@ -40,8 +41,8 @@ static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *regio
     ucs_free(region);
 }
 
-/* Take a region out of the cache; it is unmapped now if unused, else at its last release. */
-static void cux_ipc_cache_detach(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+/* Take a region out of its bucket and the cache's counts. */
+static void cux_ipc_cache_unlink(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
     cux_ipc_region_t **pp = &cache->buckets[cux_ipc_cache_bucket(region->key.pid, region->device, region->key.base)];
 
@@ -51,7 +52,12 @@ static void cux_ipc_cache_detach(cux_ipc_cache_t *cache, cux_ipc_region_t *regio
     *pp = region->next;
     --cache->num_regions;
     cache->total_size -= region->key.length;
+}
 
+/* Take a region out of the cache; it is unmapped now if unused, else at its last release. */
+static void cux_ipc_cache_detach(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    cux_ipc_cache_unlink(cache, region);
     if (region->refcount == 0) {
         ucs_list_del(&region->lru);
         cux_ipc_region_unmap(cache, region);
@@ -173,6 +179,42 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
     return 1;
 }
 
+/* A region for key, standing in the cache while the caller maps it (refcount 1: held by the mapper). */
+static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, unsigned bucket, const cux_ipc_rkey_t *rkey,
+                                                   int device, uint64_t owner)
+{
+    cux_ipc_region_t *region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
+
+    if (region == NULL) {
+        return NULL;
+    }
+    region->key            = *rkey;
+    region->owner          = owner;
+    region->device         = device;
+    region->refcount       = 1;
+    region->mapping        = 1;
+    region->next           = cache->buckets[bucket];
+    cache->buckets[bucket] = region;
+    ++cache->num_regions;
+    cache->total_size += region->key.length;
+    return region;
+}
+
+/* The map callback outside the lock, retried after giving back unused mappings of the device when it ran out
+ * of mapping resources there; called and returning with the lock held. */
+static ucs_status_t cux_ipc_cache_map_unlocked(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                                               void *peer, void **mapped_p, void **held_p)
+{
+    ucs_status_t status;
+
+    do {
+        pthread_mutex_unlock(&cache->lock);
+        status = cache->ops->map(cache->arg, rkey, device, peer, mapped_p, held_p);
+        pthread_mutex_lock(&cache->lock);
+    } while ((status == UCS_ERR_NO_MEMORY) && cux_ipc_cache_release_for(cache, device, rkey->length));
+    return status;
+}
+
 ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
                                uint64_t owner, cux_ipc_region_t **region_p)
 {
@@ -185,12 +227,18 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     pthread_mutex_lock(&cache->lock);
     cux_ipc_cache_expire(cache);
 
+lookup:
     for (region = cache->buckets[bucket]; region != NULL; region = region->next) {
         if ((region->key.pid == rkey->pid) && (region->device == device) && (region->key.base == rkey->base)) {
             break;
         }
     }
 
+    if ((region != NULL) && region->mapping) {
+        /* another thread maps this place: wait for it, then look again (it may have failed, or be another key) */
+        pthread_cond_wait(&cache->mapped, &cache->lock);
+        goto lookup;
+    }
     if (region != NULL) {
         /* a reused pid, or a key of another allocation at that address, is not served this mapping */
         if ((region->owner == owner) && cux_ipc_rkey_same_allocation(&region->key, rkey)) {
@@ -210,35 +258,28 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     }
 
     ++cache->stats.misses;
-    status = cache->ops->map(cache->arg, rkey, device, peer, &mapped, &held);
-    while ((status == UCS_ERR_NO_MEMORY) && cux_ipc_cache_release_for(cache, device, rkey->length)) {
-        /* out of mapping resources on this device: retry after giving back what it needs */
-        status = cache->ops->map(cache->arg, rkey, device, peer, &mapped, &held);
-    }
-    if (status != UCS_OK) {
-        pthread_mutex_unlock(&cache->lock);
-        return status;
-    }
-
-    region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
+    region = cux_ipc_cache_add_mapping(cache, bucket, rkey, device, owner);
     if (region == NULL) {
-        cux_ipc_region_t tmp = {.key = *rkey, .device = device, .mapped = mapped, .held = held};
-        cache->ops->unmap(cache->arg, &tmp);
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
     }
-    region->key        = *rkey;
-    region->owner      = owner;
-    region->device     = device;
-    region->mapped     = mapped;
-    region->held       = held;
-    region->refcount   = 1;
-    region->next       = cache->buckets[bucket];
-    cache->buckets[bucket] = region;
-    ++cache->num_regions;
-    cache->total_size += region->key.length;
-    cux_ipc_cache_trim(cache);
-
+    status          = cux_ipc_cache_map_unlocked(cache, rkey, device, peer, &mapped, &held);
+    region->mapping = 0;
+    pthread_cond_broadcast(&cache->mapped);
+    if (status != UCS_OK) {
+        /* nothing mapped: out of the cache (unless a purge took it out meanwhile), and freed */
+        if (!region->detached) {
+            cux_ipc_cache_unlink(cache, region);
+        }
+        ucs_free(region);
+        pthread_mutex_unlock(&cache->lock);
+        return status;
+    }
+    region->mapped = mapped;
+    region->held   = held;
+    if (!region->detached) {
+        cux_ipc_cache_trim(cache);
+    }
     *region_p = region;
     pthread_mutex_unlock(&cache->lock);
     return UCS_OK;

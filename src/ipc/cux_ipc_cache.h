@@ -12,6 +12,11 @@
  * allocated, is given back within that time of its last use here. Mappings in use are never unmapped. With
  * caching off a mapping lives only while operations use it.
  *
+ * A miss maps outside the cache's lock: the peer's proof and the driver's import take from microseconds to
+ * whatever a peer makes them take, and the cache's other mappings (other peers', other threads') are served
+ * meanwhile. The region being mapped stands in the cache, so a thread that wants the same mapping waits for it
+ * rather than import the handle a second time (a handle can be opened once per context).
+ *
  * Driver work is behind the map/unmap callbacks, so the logic is tested without a GPU.
  */
 #ifndef CUX_IPC_CACHE_H_
@@ -35,6 +40,7 @@ typedef struct cux_ipc_region {
     unsigned              refcount;   /* operations using the mapping */
     ucs_time_t            unused_since; /* when the last operation released it (on the LRU list) */
     int                   detached;   /* no longer in the cache: unmapped at the last release */
+    int                   mapping;    /* being mapped outside the lock: not served until done */
 } cux_ipc_region_t;
 
 typedef struct cux_ipc_cache_ops {
@@ -49,6 +55,7 @@ typedef struct cux_ipc_cache_ops {
 
 typedef struct cux_ipc_cache {
     pthread_mutex_t           lock;
+    pthread_cond_t            mapped;       /* a region being mapped is done (or failed) */
     const cux_ipc_cache_ops_t *ops;
     void                      *arg;
     int                       enabled;

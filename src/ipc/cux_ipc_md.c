@@ -5,6 +5,7 @@
 #include "cux_ipc_md.h"
 #include "cux_introspection.h"
 #include "cux_ipc_import.h"
+#include "cux_ipc_peer_read.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"
@@ -49,6 +50,13 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "          bound to the peer by the exporting pid the driver writes into them; VMM memory is not.\n"
      " memory - peers whose memory cannot be read are not reachable over cuda_ipc.",
      ucs_offsetof(cux_ipc_md_config_t, peer_proof), UCS_CONFIG_TYPE_ENUM(cux_ipc_proof_mode_names)},
+
+    {"PROOF_TIMEOUT", "1s",
+     "How long a read of a peer's memory for a proof may take before the peer counts as unreachable (its\n"
+     "address) or its key as refused. A peer can make such a read block (a page it never serves); the\n"
+     "mapping that needed it fails with one log line, and other mappings go on. Process-wide: the last\n"
+     "memory domain opened sets it.",
+     ucs_offsetof(cux_ipc_md_config_t, proof_timeout), UCS_CONFIG_TYPE_TIME_UNITS},
 
     {NULL}
 };
@@ -499,7 +507,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
                  "using 1 (UCX_" CUX_IPC_CONFIG_PREFIX "CACHE=n is the way to keep none)");
         max_regions = 1;
     }
-    /* Process-wide: the last memory domain opened sets the bounds. */
+    /* Process-wide: the last memory domain opened sets the bounds and the proofs' deadline. */
+    cux_ipc_peer_read_set_timeout(ucs_time_to_sec(config->proof_timeout));
     cux_ipc_import_attach(config->cache_enable, max_regions, config->cache_max_size, config->cache_max_idle);
     *md_p = &md->super;
     return UCS_OK;

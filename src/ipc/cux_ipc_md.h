@@ -29,6 +29,7 @@ typedef struct cux_ipc_md_config {
     size_t          cache_max_size;
     ucs_time_t      cache_max_idle;
     int             peer_proof;   /* cux_ipc_proof_mode_t */
+    ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
 } cux_ipc_md_config_t;
 
 /* A registration: the sealed key, ready to pack and kept here for importers to read back (key.record is its

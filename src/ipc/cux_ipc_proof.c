@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "cux_ipc_proof.h"
+#include "cux_ipc_peer_read.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -173,13 +174,11 @@ uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
 
 /* --- the peer's side, checked --- */
 
-/* Reads len bytes at address of pid; the count read, or -1 with errno. */
+/* Reads len bytes at address of pid; the count read, or -1 with errno: a peer cannot make it take longer than
+ * UCX_CUDA_IPC_PROOF_TIMEOUT (ETIMEDOUT). */
 static ssize_t cux_ipc_read_peer(int32_t pid, uint64_t address, void *buf, size_t len)
 {
-    struct iovec local  = {buf, len};
-    struct iovec remote = {(void*)(uintptr_t)address, len};
-
-    return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    return cux_ipc_peer_read_bounded(pid, address, buf, len);
 }
 
 /* The pidfd's process has not exited: a pid read before this was not reused in between. */
