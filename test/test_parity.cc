@@ -168,6 +168,55 @@ TEST_F(parity, synchronous_fill_then_send_of_md_allocated_memory)
     EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
 }
 
+/*
+ * Two threads of one context (issue 31's stress, cux_ucp_datacheck --threads 2: 1 run in 1,000): thread B's first
+ * contact gives the context CU_CTX_SYNC_MEMOPS and synchronises once, while thread A's fill, started a moment
+ * before the flag, is still landing. When A hands the buffer over, the flag is there already; the module must
+ * still let A's earlier fill land before it moves data into the buffer, or the fill lands over the data. Here
+ * the fill is issued without the flag, the flag is then set as B would set it, and A's first contact follows.
+ */
+TEST_F(parity, a_thread_whose_fill_raced_the_flag_of_another_thread_sees_its_fill_land_first)
+{
+    buffer dev(buf_kind::cuda0, fill_size);
+    auto poison = std::vector<uint8_t>(fill_size, 0xa5), data = pattern(77, fill_size);
+    unsigned flags = 0;
+
+    const bool ctx_flags = (cux_drv.cuCtxSetFlags != nullptr); /* else the allocation's attribute (a 12.0 driver) */
+
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuCtxGetFlags(&flags));
+    std::thread a([&] {
+        unsigned one = 1;
+        ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuCtxPushCurrent(m_app_ctx));
+        if (ctx_flags) {
+            ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuCtxSetFlags(flags & ~CU_CTX_SYNC_MEMOPS));
+        }
+        ASSERT_EQ(CUDA_SUCCESS, m_drv.htod((CUdeviceptr)dev.ptr(), poison.data(), fill_size)); /* A's fill */
+        /* B's first contact */
+        ASSERT_EQ(CUDA_SUCCESS, ctx_flags ? cux_drv.cuCtxSetFlags(flags | CU_CTX_SYNC_MEMOPS) :
+                                cux_drv.cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+                                                              (CUdeviceptr)dev.ptr()));
+        tell_the_module(learn::mem_query, dev.ptr(), fill_size); /* A's first contact */
+        uct_iov_t iov = {data.data(), fill_size, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion comp;
+        ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, (uint64_t)dev.ptr(), 0, &comp.comp);
+        if (status == UCS_INPROGRESS) {
+            status = wait(&comp.comp);
+        }
+        ASSERT_EQ(UCS_OK, status);
+        std::vector<uint8_t> got(fill_size);
+        ASSERT_EQ(CUDA_SUCCESS, m_drv.dtoh(got.data(), (CUdeviceptr)dev.ptr(), fill_size));
+        size_t good = 0;
+        while ((good < fill_size) && (got[good] == data[good])) {
+            ++good;
+        }
+        EXPECT_EQ(fill_size, good) << "byte " << good << " is 0x" << std::hex << (int)got[good]
+                                   << ": the fill landed over the data";
+        CUcontext popped;
+        cux_drv.cuCtxPopCurrent(&popped);
+    });
+    a.join();
+}
+
 /* UCX's own module tells UCP's memory-type cache what a memory query found (UCX's allocation hooks report
  * buffers as "unknown" and UCP asks the memory domain about those only). */
 TEST_F(parity, memory_query_updates_the_memtype_cache)

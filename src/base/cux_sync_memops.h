@@ -9,7 +9,9 @@
  *
  *   - CU_CTX_SYNC_MEMOPS (cuCtxSetFlags, drivers 12.1+; covers every kind of memory, VMM included) on the
  *     primary context of the buffer's device and on the calling thread's current context. A context that gets
- *     the flag from us is synchronised once, so a fill issued before we knew of the buffer has landed too;
+ *     the flag from us is synchronised once, so a fill issued before we knew of the buffer has landed too, and
+ *     so is each thread's current context at that thread's first contact, flag or not: another thread may have
+ *     set the flag and synchronised a moment after this thread's fill began;
  *   - else CU_POINTER_ATTRIBUTE_SYNC_MEMOPS on the allocation, looked at on every call (UCX 1.13 sets it on
  *     every call), with the same one-time synchronisation when we set it.
  *
