@@ -346,3 +346,61 @@ TEST_F(ipc_cache, a_failed_mapping_leaves_nothing_and_a_waiter_maps_it_itself)
     EXPECT_EQ(1ul, m_cache.num_regions);
     cux_ipc_cache_put(&m_cache, r);
 }
+
+/*
+ * Issue 32, finding 4: the mapping cache held its lock across the map callback (the peer's proof, the driver's
+ * import), so one slow map (a slow proof: a peer's page it never serves) held up every thread's operations to
+ * every peer. Here a map that takes 2 s, and a hit of another peer's mapping from a second thread meanwhile.
+ */
+namespace {
+struct slow_driver {
+    std::atomic<int> in_map{0};
+    static ucs_status_t map(void *arg, const cux_ipc_rkey_t *key, int device, void *peer, void **mapped_p,
+                            void **held_p)
+    {
+        slow_driver *d = (slow_driver*)arg;
+        *held_p               = nullptr;
+        *mapped_p             = (void*)(uintptr_t)(0x100000 * (key->pid + 1));
+        if (key->pid == 1) { /* the slow peer */
+            d->in_map = 1;
+            usleep(2000000);
+            d->in_map = 2;
+        }
+        return UCS_OK;
+    }
+    static void unmap(void *arg, const cux_ipc_region_t *region) {}
+};
+} // namespace
+
+TEST(ipc_cache_peers, a_slow_mapping_of_one_peer_holds_up_no_hit_of_another)
+{
+    slow_driver drv;
+    cux_ipc_cache_ops_t ops = {slow_driver::map, slow_driver::unmap};
+    cux_ipc_cache_t cache;
+    cux_ipc_cache_init(&cache, &ops, &drv);
+
+    cux_ipc_rkey_t fast = sample_key(7), slow = sample_key(7);
+    fast.pid = 2;
+    slow.pid = 1;
+    cux_ipc_region_t *r = nullptr;
+    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, nullptr, 1, &r)); /* peer 2's mapping, open */
+    cux_ipc_cache_put(&cache, r);
+
+    std::thread mapper([&] {
+        cux_ipc_region_t *s = nullptr;
+        if (cux_ipc_cache_get(&cache, &slow, 0, nullptr, 1, &s) == UCS_OK) {
+            cux_ipc_cache_put(&cache, s);
+        }
+    });
+    while (drv.in_map == 0) {
+        usleep(1000);
+    }
+    ucs_time_t start = ucs_get_time();
+    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, nullptr, 1, &r)); /* a hit */
+    double waited = ucs_time_to_sec(ucs_get_time() - start);
+    cux_ipc_cache_put(&cache, r);
+    mapper.join();
+    printf("a cache hit of peer 2 while peer 1's key is mapped: waited %.3f s (the map took 2 s)\n", waited);
+    EXPECT_LT(waited, 0.5) << "a hit waited for another peer's mapping";
+    cux_ipc_cache_purge(&cache);
+}

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 #include <chrono>
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@ extern "C" {
 #include "ipc/cux_ipc_import.h"
 #include "ipc/cux_ipc_proof.h"
 #include "ipc/cux_ipc_peer_read.h"
+#include "driver/cux_device.h"
 #include <ucs/sys/sys.h>
 }
 
@@ -438,6 +440,34 @@ TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_with
 /* rkey_ptr (ucp_rkey_ptr), as UCX's module offers it since 1.21: the peer's memory mapped on this device, at the
  * remote address's offset, held until the key is released; one mapping per key and device; an address outside
  * the allocation is INVALID_ADDR (ucp_rkey_ptr stops there), a key the peer does not hold is UNREACHABLE. */
+/* rkey_ptr has no endpoint: a key's process is trusted only once an endpoint of this process proved its address
+ * (issue 32, finding 1: a key naming another process was proven by any copy of its bytes in that process). */
+TEST_F(ipc_transport, rkey_ptr_trusts_only_processes_an_endpoint_proved)
+{
+    ipc_peer other(nullptr); /* a second peer, no endpoint to it yet */
+    ASSERT_TRUE(other.alive());
+    peer_msg hello = other.greeting();
+    ASSERT_EQ(0, hello.status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = 1 << 20; req.b = 0; req.c = 5; req.d = alloc_legacy;
+    peer_msg reply = other.call(req);
+    ASSERT_EQ(UCS_OK, reply.status);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &bundle));
+
+    void *ptr = nullptr;
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &bundle, reply.a, &ptr))
+        << "a key of a process no endpoint proved";
+    uct_ep_h ep = ep_to(m_iface, hello.blob, hello.blob + hello.a); /* proves its address */
+    ASSERT_NE(nullptr, ep);
+    EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &bundle, reply.a, &ptr));
+    uct_ep_destroy(ep);
+    uct_rkey_release(m_component, &bundle);
+    peer_msg fr = {};
+    fr.op = peer_op::free; fr.a = reply.a;
+    EXPECT_EQ(UCS_OK, other.call(fr).status);
+}
+
 TEST_F(ipc_transport, rkey_ptr_maps_the_peers_memory_until_the_key_is_released)
 {
     open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
@@ -580,4 +610,106 @@ TEST(ipc_peer_read, a_read_the_peer_never_answers_gives_up_at_the_deadline)
     cux_ipc_peer_read_set_timeout(1.0);
     usleep(100000); /* the readers finish with the page before it goes */
     munmap(page, 4096);
+}
+
+namespace {
+/* An endpoint of iface to this very process (UCX's gtest makes such endpoints; the module allows them). */
+uct_ep_h ep_to_this_process(uct_iface_h iface)
+{
+    uct_iface_attr_t attr;
+    uct_ep_params_t params = {};
+    uct_ep_h ep            = nullptr;
+    if (uct_iface_query(iface, &attr) != UCS_OK) {
+        return nullptr;
+    }
+    static std::vector<uint8_t> dev, addr;
+    dev.resize(attr.device_addr_len);
+    addr.resize(attr.iface_addr_len);
+    uct_iface_get_device_address(iface, (uct_device_addr_t*)dev.data());
+    uct_iface_get_address(iface, (uct_iface_addr_t*)addr.data());
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface;
+    params.dev_addr   = (const uct_device_addr_t*)dev.data();
+    params.iface_addr = (const uct_iface_addr_t*)addr.data();
+    return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
+}
+
+/* A key of this very process that it never made: any range, a secret nobody computed, and a record naming
+ * `where`, the place in this process where these very bytes will lie. */
+cux_ipc_rkey_t made_up_own_key(uint64_t base, uint64_t length, uint64_t where)
+{
+    cux_ipc_rkey_t key;
+    memset(&key, 0, sizeof(key));
+    key.kind      = CUX_IPC_KIND_LEGACY;
+    key.system_id = ucs_get_system_id();
+    key.pid       = getpid();
+    key.export_fd = -1;
+    key.record    = where;
+    key.secret    = 0x0123456789abcdefull; /* not cux_ipc_proof_key_secret() of anything */
+    key.dev_uuid  = cux_device_get(0)->uuid;
+    key.base      = base;
+    key.length    = length;
+    key.buffer_id = 1;
+    cux_ipc_rkey_seal(&key);
+    return key;
+}
+} // namespace
+
+/*
+ * Issue 32, finding 1: a key naming this process used to be proven by reading it back from this process's own
+ * memory at the place the key named, and then used as a raw pointer; any copy of its bytes passed (the buffer
+ * rkey_unpack reads, or the module's own unpacked copy in a reused heap block), so a peer's key naming the
+ * importer's pid made ucp_rkey_ptr "a pointer to any address" and a put write there. A key of this process
+ * must be in its own table of keys out, with the secret only it computes: UCS_ERR_UNREACHABLE otherwise.
+ */
+TEST_F(ipc_transport, a_made_up_key_of_this_process_is_refused_wherever_its_bytes_lie)
+{
+    std::vector<uint8_t> victim(4096, 0x11); /* this process's heap: nobody registered it */
+
+    /* 1. the bytes given to rkey_unpack are the key's own record */
+    static cux_ipc_rkey_t packed; /* where the received key lies in this process */
+    packed = made_up_own_key((uintptr_t)victim.data(), victim.size(), (uintptr_t)&packed);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &packed, &bundle));
+    void *ptr         = nullptr;
+    ucs_status_t st   = uct_rkey_ptr(m_component, &bundle, (uintptr_t)victim.data() + 64, &ptr);
+    printf("made-up own key, record = the packed bytes: rkey_ptr -> %s, pointer %p (victim+64 is %p)\n",
+           ucs_status_string(st), ptr, (void*)(victim.data() + 64));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, st) << "rkey_ptr of a key this process never made";
+    EXPECT_NE((void*)(victim.data() + 64), ptr) << "rkey_ptr handed out a pointer the peer chose";
+
+    /* the same key through an endpoint of this process to itself: a put writes the victim */
+    uct_ep_h self_ep = ep_to_this_process(m_iface);
+    ASSERT_NE(nullptr, self_ep);
+    buffer local(buf_kind::cuda0, 64);
+    local.write(std::vector<uint8_t>(64, 0xee));
+    std::swap(m_ep, self_ep);
+    st = zcopy(true, local.ptr(), 64, (uintptr_t)victim.data(), bundle.rkey);
+    std::swap(m_ep, self_ep);
+    printf("made-up own key on an endpoint to self: put_zcopy -> %s, victim[0] = 0x%02x\n",
+           ucs_status_string(st), victim[0]);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, st);
+    EXPECT_EQ(0x11, victim[0]) << "a made-up key of this process wrote its heap";
+    uct_rkey_release(m_component, &bundle);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid()); /* part 2 must prove its key, not hit part 1's mapping */
+
+    /* 2. the module's own unpacked copy is the record: the allocator hands its place out again */
+    cux_ipc_rkey_t probe = made_up_own_key((uintptr_t)victim.data(), victim.size(), 4096);
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &probe, &bundle));
+    const uint64_t ukey_at = (uintptr_t)&((cux_ipc_unpacked_rkey_t*)bundle.rkey)->key;
+    uct_rkey_release(m_component, &bundle);
+    cux_ipc_rkey_t again = made_up_own_key((uintptr_t)victim.data(), victim.size(), ukey_at);
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &again, &bundle));
+    memset(&again, 0, sizeof(again)); /* no other copy of the bytes is left */
+    const bool same_place = ((uintptr_t)&((cux_ipc_unpacked_rkey_t*)bundle.rkey)->key == ukey_at);
+    ptr = nullptr;
+    st  = uct_rkey_ptr(m_component, &bundle, (uintptr_t)victim.data(), &ptr);
+    printf("made-up own key, record = the module's unpacked copy (%s): rkey_ptr -> %s, pointer %p\n",
+           same_place ? "the allocator reused the place" : "not reused this time", ucs_status_string(st), ptr);
+    if (same_place) {
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, st) << "the module's own copy of a key proved it";
+    }
+    uct_rkey_release(m_component, &bundle);
+    uct_ep_destroy(self_ep);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid());
 }

@@ -5,6 +5,7 @@
 #include "cux_ipc_md.h"
 #include "cux_introspection.h"
 #include "cux_ipc_import.h"
+#include "cux_ipc_key_table.h"
 #include "cux_ipc_peer_read.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
@@ -83,18 +84,23 @@ unsigned cux_ipc_md_num_fd_exports(uct_md_h tl_md)
     return cux_ipc_fd_exports_count(&ucs_derived_of(tl_md, cux_ipc_md_t)->fd_exports);
 }
 
-/* Seal the key where it lives: importers read it back from memh->key and compare (cux_ipc_proof.h). The secret
- * depends only on the allocation, so a key from the memo or a renewal keeps its own. */
+/* The key goes into the table of keys out, where importers read it back (cux_ipc_key_table.h): the registration's
+ * own slot. The secret depends only on the allocation, so a key from the memo keeps its own. A key the table
+ * cannot take tells the peer to take another path. */
 static void cux_ipc_memh_seal(cux_ipc_memh_t *memh)
 {
-    memh->key.record = (uintptr_t)&memh->key;
-    cux_ipc_rkey_seal(&memh->key);
+    if (cux_ipc_key_table_add(&memh->key) != UCS_OK) {
+        memh->key.kind   = CUX_IPC_KIND_NONE;
+        memh->key.record = UINT64_MAX;
+        cux_ipc_rkey_seal(&memh->key);
+    }
 }
 
-/* A registration's end: its key is wiped first, so that no importer proves it any more, then its descriptor
+/* A registration's end: its key is withdrawn first, so that no importer proves it any more, then its descriptor
  * reference is given back. */
 static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
 {
+    cux_ipc_key_table_remove(&memh->key);
     explicit_bzero(&memh->key, sizeof(memh->key));
     cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
     cux_ipc_span_release(&md->fd_exports, memh->span);
@@ -442,9 +448,8 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
         cux_ipc_memh_t old = *memh;
         renewed.address    = memh->address; /* the registration is the same: only its allocation is new */
         renewed.length     = memh->length;
-        *memh              = renewed;
-        cux_ipc_memh_seal(memh); /* the key lives in memh now, not in renewed */
-        renewed            = old; /* forgotten below: its key wiped, its descriptor and span given back */
+        *memh              = renewed; /* its key, with its slot in the table */
+        renewed            = old; /* forgotten below: its key withdrawn, its descriptor and span given back */
     }
     cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
     cux_ipc_memh_forget(md, &renewed);

@@ -32,8 +32,8 @@ typedef struct cux_ipc_md_config {
     ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
 } cux_ipc_md_config_t;
 
-/* A registration: the sealed key, ready to pack and kept here for importers to read back (key.record is its
- * address), the owning device, and for VMM and pool memory the descriptor it refers to. */
+/* A registration: the sealed key, ready to pack (importers read it back from the table of keys out, at its slot
+ * key.record), the owning device, and for VMM and pool memory the descriptor it refers to. */
 typedef struct cux_ipc_memh {
     cux_ipc_rkey_t      key;
     int                 device;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "cux_ipc_proof.h"
 #include "cux_ipc_peer_read.h"
+#include "cux_ipc_key_table.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -31,7 +32,7 @@
 #define SYS_pidfd_getfd 438
 #endif
 
-#define CUX_IPC_IDENTITY_MAGIC 0x3359544e45444943ull /* "CIDENTY3" */
+#define CUX_IPC_IDENTITY_MAGIC 0x3459544e45444943ull /* "CIDENTY4": with the table of keys out */
 
 const char *cux_ipc_proof_mode_names[] = {
     [CUX_IPC_PROOF_AUTO]   = "auto",
@@ -46,6 +47,7 @@ typedef struct cux_ipc_identity {
     int32_t  reserved;
     uint64_t start_time;
     uint64_t secret;
+    uint64_t keys;       /* the directory of its table of keys out */
 } cux_ipc_identity_t;
 
 static pthread_mutex_t cux_ipc_identity_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,6 +88,7 @@ static void cux_ipc_identity_current(cux_ipc_identity_t *id)
         cux_ipc_identity.magic      = 0; /* a peer reading meanwhile sees no valid record */
         cux_ipc_identity.pid        = pid;
         cux_ipc_identity.start_time = ucs_sys_get_proc_create_time(pid);
+        cux_ipc_identity.keys       = cux_ipc_key_table_directory();
         cux_ipc_random(&cux_ipc_identity.secret, sizeof(cux_ipc_identity.secret));
         cux_ipc_random(cux_ipc_secret_key, sizeof(cux_ipc_secret_key));
         __atomic_store_n(&cux_ipc_identity.magic, CUX_IPC_IDENTITY_MAGIC, __ATOMIC_RELEASE);
@@ -169,6 +172,11 @@ uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
     in.kind      = key->kind;
     in.dev_uuid  = key->dev_uuid;
     in.handle    = key->handle;
+    if (key->kind == CUX_IPC_KIND_VMM_SPAN) {
+        /* a span's secret is of its pieces, not of where their table is */
+        memset((uint8_t*)&in.handle + ucs_offsetof(cux_ipc_rkey_t, span.table) - ucs_offsetof(cux_ipc_rkey_t, handle),
+               0, sizeof(key->span.table));
+    }
     return cux_siphash(cux_ipc_secret_key, (const uint8_t*)&in, sizeof(in));
 }
 
@@ -207,7 +215,58 @@ static ucs_status_t cux_ipc_peer_open_self(cux_ipc_peer_t *peer, const cux_ipc_i
     peer->pid        = addr->pid;
     peer->start_time = addr->start_time;
     peer->readable   = 1;
+    peer->keys       = cux_ipc_key_table_directory();
     return UCS_OK;
+}
+
+/* --- processes whose address an endpoint proved: what rkey_ptr may trust without an endpoint --- */
+
+#define CUX_IPC_KNOWN_PEERS 256
+
+static struct {
+    pthread_mutex_t lock;
+    struct {
+        int32_t  pid;
+        uint64_t start_time;
+        uint64_t keys;
+    } peer[CUX_IPC_KNOWN_PEERS];
+    unsigned next; /* the slot taken next when the pid is new: the oldest */
+} cux_ipc_known = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void cux_ipc_known_add(const cux_ipc_peer_t *peer)
+{
+    unsigned i;
+
+    pthread_mutex_lock(&cux_ipc_known.lock);
+    for (i = 0; (i < CUX_IPC_KNOWN_PEERS) && (cux_ipc_known.peer[i].pid != peer->pid); ++i) {
+    }
+    if (i == CUX_IPC_KNOWN_PEERS) {
+        i                  = cux_ipc_known.next;
+        cux_ipc_known.next = (i + 1) % CUX_IPC_KNOWN_PEERS;
+    }
+    cux_ipc_known.peer[i].pid        = peer->pid;
+    cux_ipc_known.peer[i].start_time = peer->start_time;
+    cux_ipc_known.peer[i].keys       = peer->keys;
+    pthread_mutex_unlock(&cux_ipc_known.lock);
+}
+
+/* The start time and table of a process an endpoint proved; 0 if none did. */
+static int cux_ipc_known_find(int32_t pid, uint64_t *start_time, uint64_t *keys)
+{
+    int found = 0;
+    unsigned i;
+
+    pthread_mutex_lock(&cux_ipc_known.lock);
+    for (i = 0; i < CUX_IPC_KNOWN_PEERS; ++i) {
+        if ((cux_ipc_known.peer[i].pid == pid) && (pid > 0)) {
+            *start_time = cux_ipc_known.peer[i].start_time;
+            *keys       = cux_ipc_known.peer[i].keys;
+            found       = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cux_ipc_known.lock);
+    return found;
 }
 
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
@@ -250,12 +309,13 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     n = cux_ipc_read_peer(addr->pid, addr->identity, &record, sizeof(record));
     if (n == (ssize_t)sizeof(record)) {
         if ((record.magic != CUX_IPC_IDENTITY_MAGIC) || (record.pid != addr->pid) ||
-            (record.start_time != addr->start_time) || (record.secret != addr->secret)) {
+            (record.start_time != addr->start_time) || (record.secret != addr->secret) || (record.keys == 0)) {
             ucs_debug("cuda_ipc: pid %d does not hold the identity its address names: the address was not "
-                      "written by it", addr->pid);
+                      "written by it (or by another build of the module)", addr->pid);
             goto err_close;
         }
         peer->readable = 1;
+        peer->keys     = record.keys;
     } else if ((n < 0) && ((errno == EPERM) || (errno == EACCES)) && (mode == CUX_IPC_PROOF_AUTO)) {
         ucs_debug("cuda_ipc: the OS does not let this process read pid %d's memory (%m): only its legacy IPC "
                   "handles, bound by the driver, can be imported", addr->pid);
@@ -272,6 +332,9 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     peer->pid        = addr->pid;
     peer->start_time = addr->start_time;
     peer->pidfd      = pidfd;
+    if (peer->readable) {
+        cux_ipc_known_add(peer);
+    }
     return UCS_OK;
 
 err_close:
@@ -281,17 +344,33 @@ err_close:
 
 ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
+    uint64_t start_time, keys;
+
     memset(peer, 0, sizeof(*peer));
+    peer->pidfd = -1;
+    if (key->pid == getpid()) {
+        start_time = ucs_sys_get_proc_create_time(key->pid);
+        keys       = cux_ipc_key_table_directory();
+    } else if (!cux_ipc_known_find(key->pid, &start_time, &keys)) {
+        ucs_debug("cuda_ipc: a key of pid %d, whose address no endpoint of this process proved: refused",
+                  key->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
     peer->pidfd = syscall(SYS_pidfd_open, key->pid, 0);
     if (peer->pidfd < 0) {
         ucs_debug("cuda_ipc: pidfd_open(%d) failed: %m", key->pid);
         return UCS_ERR_UNREACHABLE;
     }
-    /* the key itself is proven by reading it back (cux_ipc_peer_check_key); without an address to vouch for
-     * the peer, an unreadable one is never trusted */
+    if (ucs_sys_get_proc_create_time(key->pid) != start_time) {
+        ucs_debug("cuda_ipc: pid %d is another process than the one an endpoint proved", key->pid);
+        cux_ipc_peer_close(peer);
+        return UCS_ERR_UNREACHABLE;
+    }
+    /* its keys are proven in its table of keys out (cux_ipc_peer_check_key), whatever the proof mode */
     peer->pid        = key->pid;
-    peer->start_time = ucs_sys_get_proc_create_time(key->pid);
+    peer->start_time = start_time;
     peer->readable   = 1;
+    peer->keys       = keys;
     return UCS_OK;
 }
 
@@ -312,10 +391,33 @@ void cux_ipc_peer_close(cux_ipc_peer_t *peer)
         UCS_ERR_UNREACHABLE; \
     })
 
+/* Reads slot `record` of the peer's table of keys out, through the directory its proven identity named. */
+static ucs_status_t cux_ipc_peer_read_key(cux_ipc_peer_t *peer, uint64_t record, cux_ipc_rkey_t *held)
+{
+    uint64_t chunk_index = record / CUX_IPC_KEY_CHUNK_SLOTS, chunk = 0;
+
+    if (chunk_index >= CUX_IPC_KEY_CHUNKS) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (chunk_index < CUX_IPC_PEER_CHUNKS_KNOWN) {
+        chunk = peer->chunk[chunk_index];
+    }
+    if (chunk == 0) {
+        if ((cux_ipc_read_peer(peer->pid, peer->keys + chunk_index * sizeof(uint64_t), &chunk, sizeof(chunk)) !=
+             (ssize_t)sizeof(chunk)) || (chunk == 0)) {
+            return UCS_ERR_UNREACHABLE;
+        }
+        if (chunk_index < CUX_IPC_PEER_CHUNKS_KNOWN) {
+            peer->chunk[chunk_index] = chunk; /* chunks are never freed */
+        }
+    }
+    return (cux_ipc_read_peer(peer->pid, chunk + (record % CUX_IPC_KEY_CHUNK_SLOTS) * sizeof(*held), held,
+                              sizeof(*held)) == (ssize_t)sizeof(*held)) ? UCS_OK : UCS_ERR_UNREACHABLE;
+}
+
 ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
     cux_ipc_rkey_t held;
-    ssize_t n;
 
     if (key->pid != peer->pid) {
         return cux_ipc_peer_reject(peer, "remote key of pid %d used on an endpoint to pid %d: refused", key->pid,
@@ -328,8 +430,16 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
         }
         return UCS_OK; /* bound at mapping time by the pid in the handle */
     }
-    n = cux_ipc_read_peer(peer->pid, key->record, &held, sizeof(held));
-    if ((n != (ssize_t)sizeof(held)) || (memcmp(&held, key, sizeof(held)) != 0)) {
+    if (peer->pid == getpid()) {
+        /* a key of this very process: in its own table, and with the secret only it can compute */
+        if (!cux_ipc_key_table_holds(key) || (key->secret != cux_ipc_proof_key_secret(key))) {
+            return cux_ipc_peer_reject(peer, "a key of this process for 0x%" PRIx64 "+%" PRIu64 " that it did "
+                                       "not hand out (made up, or already deregistered): refused", key->base,
+                                       key->length);
+        }
+        return UCS_OK;
+    }
+    if ((cux_ipc_peer_read_key(peer, key->record, &held) != UCS_OK) || (memcmp(&held, key, sizeof(held)) != 0)) {
         return cux_ipc_peer_reject(peer, "pid %d holds no such key for 0x%" PRIx64 "+%" PRIu64 " (forged, or "
                                    "already deregistered): refused", peer->pid, key->base, key->length);
     }

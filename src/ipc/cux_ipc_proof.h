@@ -9,10 +9,13 @@
  *   importer opens a pidfd of the pid first, checks the start time in /proc against the address, reads the
  *   record back from that process (process_vm_readv), and then checks that the pidfd's process is still alive,
  *   so the pid was not reused in between.
- * - Keys. An exporter keeps every key it hands out in its own memory (the registration holds it) and names that
- *   place in the key; the importer reads it back from the peer and compares it byte for byte before it maps
- *   anything. A key's secret is a keyed hash of its allocation with a per-process random key: a peer can
- *   present only keys the exporter really made.
+ * - Keys. An exporter keeps every key it hands out in its table of keys out (cux_ipc_key_table.h), whose place
+ *   its identity record names, and puts the key's slot in the key; the importer reads the slot from that table
+ *   and compares it byte for byte before it maps anything: never from a place the key chose, where a copy of
+ *   the key's bytes could lie. A key's secret is a keyed hash of its allocation with a per-process random key:
+ *   a key of this very process is checked in its own table and by its secret, without reading any memory.
+ * - Without an endpoint (rkey_ptr), a key's process is trusted only if an endpoint of this process proved that
+ *   process's address (and it is still the same process).
  * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
  *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
  *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
@@ -51,12 +54,16 @@ typedef enum {
 extern const char *cux_ipc_proof_mode_names[];
 
 /* A peer as an endpoint knows it, once its address was proven. */
+#define CUX_IPC_PEER_CHUNKS_KNOWN 16
+
 typedef struct cux_ipc_peer {
     int32_t  pid;
     uint64_t start_time;
     int      pidfd;
     int      readable;     /* its memory can be read: keys are proven there, VMM descriptors can be taken */
     int      logged;       /* a rejected key of this peer was logged at error level already */
+    uint64_t keys;         /* where its table of keys out has its directory (from its proven identity) */
+    uint64_t chunk[CUX_IPC_PEER_CHUNKS_KNOWN]; /* where its first chunks of keys are, once read (0: not yet) */
 } cux_ipc_peer_t;
 
 /* This process's address (a forked child gets an identity of its own). */
@@ -68,8 +75,9 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode);
 void cux_ipc_peer_close(cux_ipc_peer_t *peer);
-/* A peer known only from one of its keys (rkey_ptr has no endpoint): its pid, with a pidfd held. Its keys must
- * then be proven in its memory, whatever the proof mode. */
+/* A peer known only from one of its keys (rkey_ptr has no endpoint): this process, or a process whose address an
+ * endpoint of this process proved (its table of keys known from then), with a pidfd held; UCS_ERR_UNREACHABLE
+ * otherwise. Its keys must then be proven in its memory, whatever the proof mode. */
 ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 
 /* Is the key one the peer made and still holds? UCS_ERR_UNREACHABLE otherwise (logged once per peer at error

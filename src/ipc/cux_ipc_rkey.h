@@ -2,7 +2,7 @@
 /*
  * cuda_ipc remote key: everything an importing process needs to map a GPU allocation of the exporting
  * process, and to check that the key is intact, meant for this host, and made by the exporter (the exporter
- * keeps each key it hands out at the address in `record`; see cux_ipc_proof.h).
+ * keeps each key it hands out in slot `record` of its table of keys out; see cux_ipc_key_table.h).
  */
 #ifndef CUX_IPC_RKEY_H_
 #define CUX_IPC_RKEY_H_
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
-#define CUX_IPC_RKEY_VERSION 3
+#define CUX_IPC_RKEY_VERSION 4 /* 4: record is a slot of the exporter's table of keys out, not an address */
 
 /* How the allocation is shared. */
 enum {
@@ -53,7 +53,7 @@ typedef struct cux_ipc_rkey {
     uint64_t       system_id;   /* exporting host (ucs_get_system_id) */
     int32_t        pid;         /* exporting process */
     int32_t        export_fd;   /* VMM_FD, POOL_FD: the descriptor number in the exporting process */
-    uint64_t       record;      /* where the exporter keeps this very key: the importer reads it back there */
+    uint64_t       record;      /* its slot in the exporter's table of keys out, where the importer reads it back */
     uint64_t       secret;      /* keyed hash of the allocation (cux_ipc_proof.h): a peer cannot make one up */
     CUuuid         dev_uuid;    /* device that owns the allocation */
     union {

@@ -3,6 +3,7 @@
  * cuda_ipc, exporting side: see cux_ipc_span.h.
  */
 #include "cux_ipc_span.h"
+#include "cux_ipc_key_table.h"
 #include "cux_ipc_proof.h"
 #include "base/cux_ptr.h"
 #include "driver/cux_device.h"
@@ -19,6 +20,7 @@ void cux_ipc_span_release(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span)
     if (span == NULL) {
         return;
     }
+    cux_ipc_key_table_remove(&span->key);
     explicit_bzero(&span->key, sizeof(span->key));
     for (i = 0; i < CUX_IPC_SPAN_MAX; ++i) {
         cux_ipc_fd_export_put(exports, span->fdx[i]);
@@ -93,8 +95,12 @@ ucs_status_t cux_ipc_span_make(cux_ipc_fd_exports_t *exports, const cux_ipc_rkey
     span->key.span.count  = count;
     span->key.secret      = cux_ipc_proof_key_secret(&span->key); /* of the pieces, not of the table's place */
     span->key.span.table  = (uintptr_t)span->piece;
-    span->key.record      = (uintptr_t)&span->key;
-    cux_ipc_rkey_seal(&span->key);
+    status                = cux_ipc_key_table_add(&span->key); /* sealed there, with its slot */
+    if (status != UCS_OK) {
+        explicit_bzero(&span->key, sizeof(span->key));
+        cux_ipc_span_release(exports, span);
+        return status;
+    }
     *span_p = span;
     return UCS_OK;
 }

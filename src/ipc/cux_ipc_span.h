@@ -4,7 +4,8 @@
  * another in one reserved range (PyTorch's expandable segments). A registration's key names one allocation;
  * when a buffer packed from it runs past that allocation, the registration gets a span: the allocations from
  * its own to the one the buffer ends in, each exported as a descriptor (cux_ipc_fd_export.h), in a table that
- * the span's key names. The importer proves the key as any other (it reads it back at key.record), reads the
+ * the span's key names. The importer proves the key as any other (it reads it back from the table of keys out),
+ * reads the
  * table from this process's memory, proves the key again (the table lives as long as the key), and maps every
  * piece in order into one range of its own.
  */
