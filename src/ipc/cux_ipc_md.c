@@ -102,10 +102,14 @@ static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
 {
     cux_ipc_key_table_remove(&memh->key);
     explicit_bzero(&memh->key, sizeof(memh->key));
+    cux_ipc_span_t *span;
+
     cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
-    cux_ipc_span_release(&md->fd_exports, memh->span);
-    memh->fdx  = NULL;
-    memh->span = NULL;
+    while ((span = memh->spans) != NULL) {
+        memh->spans = span->next;
+        cux_ipc_span_release(&md->fd_exports, span);
+    }
+    memh->fdx = NULL;
 }
 
 /* What the driver says an allocation can be exported as. */
@@ -339,47 +343,66 @@ static void cux_ipc_key_pack_none(const cux_ipc_rkey_t *key, void *rkey_buffer)
 /*
  * Packs memh's key for the buffer [start, start + length), with memo_lock held, which it releases. A buffer
  * that runs past the key's allocation (PyTorch's expandable segments map several allocations one after another
- * into one range) gets its span's key (cux_ipc_span.h), made on the first such buffer; where there can be none
- * (not cuMemCreate memory, a piece that cannot be exported), a key of kind NONE: the peer then takes another
- * path instead of reaching past the one allocation it could map.
+ * into one range) gets a span's key (cux_ipc_span.h): one of the registration's spans that covers it and whose
+ * pieces are all still the allocations mapped there, else a new one. A span whose piece was replaced is
+ * withdrawn; the others stay as long as the registration, since a peer may hold their keys. Where there can be
+ * no span (not cuMemCreate memory, a piece that cannot be exported), a key of kind NONE: the peer then takes
+ * another path instead of reaching past the one allocation it could map.
  */
 static void cux_ipc_memh_pack_unlock(cux_ipc_md_t *md, cux_ipc_memh_t *memh, const void *start, size_t length,
                                      void *rkey_buffer)
 {
-    cux_ipc_span_t *span, *unused;
+    cux_ipc_span_t *span, *newest;
     cux_ipc_rkey_t first;
 
     if ((length == 0) || cux_ipc_rkey_covers(&memh->key, (uintptr_t)start, length)) {
         memcpy(rkey_buffer, &memh->key, sizeof(memh->key));
-    } else if ((memh->span != NULL) && cux_ipc_rkey_covers(&memh->span->key, (uintptr_t)start, length)) {
-        memcpy(rkey_buffer, &memh->span->key, sizeof(memh->span->key));
+        ucs_spin_unlock(&md->memo_lock);
+        return;
     } else if (memh->key.kind != CUX_IPC_KIND_VMM_FD) {
         ucs_debug("cuda_ipc: %p+%zu runs past its allocation 0x%" PRIx64 "+%" PRIu64 ", which is not cuMemCreate "
                   "memory: another path carries it", start, length, memh->key.base, memh->key.length);
         cux_ipc_key_pack_none(&memh->key, rkey_buffer);
-    } else {
-        /* a span is made outside the lock (driver calls), then kept unless another thread made one meanwhile */
-        first = memh->key;
         ucs_spin_unlock(&md->memo_lock);
-        if (cux_ipc_span_make(&md->fd_exports, &first, memh->device, start, length, &span) != UCS_OK) {
-            cux_ipc_key_pack_none(&first, rkey_buffer);
+        return;
+    }
+
+    /* Spans are checked and made outside the lock (driver calls). They are freed only with the registration,
+     * and only ever added at the head: the list read here stays valid. */
+    first  = memh->key;
+    newest = memh->spans;
+    ucs_spin_unlock(&md->memo_lock);
+    for (span = newest; span != NULL; span = span->next) {
+        if (__atomic_load_n(&span->withdrawn, __ATOMIC_ACQUIRE) ||
+            !cux_ipc_rkey_covers(&span->key, (uintptr_t)start, length)) {
+            continue;
+        }
+        if (cux_ipc_span_is_current(span)) {
+            memcpy(rkey_buffer, &span->key, sizeof(span->key));
             return;
         }
         ucs_spin_lock(&md->memo_lock);
-        unused = span;
-        if (memcmp(&memh->key, &first, sizeof(first))) {
-            cux_ipc_key_pack_none(&first, rkey_buffer); /* renewed meanwhile: the span is of another allocation */
-        } else if ((memh->span != NULL) && cux_ipc_rkey_covers(&memh->span->key, (uintptr_t)start, length)) {
-            memcpy(rkey_buffer, &memh->span->key, sizeof(memh->span->key));
-        } else {
-            unused     = memh->span;
-            memh->span = span;
-            memcpy(rkey_buffer, &span->key, sizeof(span->key));
+        if (!span->withdrawn) {
+            cux_ipc_span_withdraw(&md->fd_exports, span);
         }
         ucs_spin_unlock(&md->memo_lock);
-        cux_ipc_span_release(&md->fd_exports, unused); /* its key wiped first: importers of it take another path */
+    }
+
+    if (cux_ipc_span_make(&md->fd_exports, &first, memh->device, start, length, &span) != UCS_OK) {
+        cux_ipc_key_pack_none(&first, rkey_buffer);
         return;
     }
+    ucs_spin_lock(&md->memo_lock);
+    if (memcmp(&memh->key, &first, sizeof(first))) {
+        /* renewed meanwhile: the span is of another allocation */
+        ucs_spin_unlock(&md->memo_lock);
+        cux_ipc_span_release(&md->fd_exports, span);
+        cux_ipc_key_pack_none(&first, rkey_buffer);
+        return;
+    }
+    span->next  = memh->spans;
+    memh->spans = span;
+    memcpy(rkey_buffer, &span->key, sizeof(span->key));
     ucs_spin_unlock(&md->memo_lock);
 }
 
@@ -446,10 +469,18 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
     ucs_spin_lock(&md->memo_lock);
     if (!cux_ipc_key_is_of(&memh->key, &info)) {
         cux_ipc_memh_t old = *memh;
-        renewed.address    = memh->address; /* the registration is the same: only its allocation is new */
-        renewed.length     = memh->length;
-        *memh              = renewed; /* its key, with its slot in the table */
-        renewed            = old; /* forgotten below: its key withdrawn, its descriptor and span given back */
+        cux_ipc_span_t *span;
+        for (span = old.spans; span != NULL; span = span->next) {
+            if (!span->withdrawn) {
+                cux_ipc_span_withdraw(&md->fd_exports, span);
+            }
+        }
+        renewed.address = memh->address; /* the registration is the same: only its allocation is new */
+        renewed.length  = memh->length;
+        renewed.spans   = old.spans;     /* withdrawn, freed with the registration: another packer may read them */
+        *memh           = renewed;       /* its key, with its slot in the table */
+        old.spans       = NULL;
+        renewed         = old;           /* forgotten below: its key withdrawn, its descriptor given back */
     }
     cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
     cux_ipc_memh_forget(md, &renewed);

@@ -38,7 +38,8 @@ typedef struct cux_ipc_memh {
     cux_ipc_rkey_t      key;
     int                 device;
     cux_ipc_fd_export_t *fdx;
-    cux_ipc_span_t      *span;     /* a buffer of it runs on into the next allocations: their span, or NULL */
+    cux_ipc_span_t      *spans;    /* buffers of it ran on into the next allocations: their spans, newest first,
+                                      kept as long as the registration (a peer may hold a key of each) */
     void                *address;  /* the registered buffer */
     size_t              length;
 } cux_ipc_memh_t;

@@ -13,19 +13,46 @@
 #include <inttypes.h>
 #include <string.h>
 
-void cux_ipc_span_release(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span)
+void cux_ipc_span_withdraw(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span)
 {
     unsigned i;
 
+    cux_ipc_key_table_remove(&span->key);
+    for (i = 0; i < CUX_IPC_SPAN_MAX; ++i) {
+        cux_ipc_fd_export_put(exports, span->fdx[i]);
+        span->fdx[i] = NULL;
+    }
+    span->withdrawn = 1;
+}
+
+void cux_ipc_span_release(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span)
+{
     if (span == NULL) {
         return;
     }
-    cux_ipc_key_table_remove(&span->key);
-    explicit_bzero(&span->key, sizeof(span->key));
-    for (i = 0; i < CUX_IPC_SPAN_MAX; ++i) {
-        cux_ipc_fd_export_put(exports, span->fdx[i]);
+    if (!span->withdrawn) {
+        cux_ipc_span_withdraw(exports, span);
     }
+    explicit_bzero(&span->key, sizeof(span->key));
     ucs_free(span);
+}
+
+int cux_ipc_span_is_current(const cux_ipc_span_t *span)
+{
+    cux_ptr_info_t info;
+    unsigned i;
+
+    for (i = 0; i < span->key.span.count; ++i) {
+        if ((cux_ptr_query((void*)(uintptr_t)span->piece[i].base, &info) != UCS_OK) ||
+            ((uintptr_t)info.base != span->piece[i].base) || (info.length != span->piece[i].length) ||
+            (info.buffer_id != span->piece[i].buffer_id)) {
+            ucs_debug("cuda_ipc: piece %u of span 0x%" PRIx64 "+%" PRIu64 " is another allocation now (id %llu, "
+                      "was %" PRIu64 "): the span is withdrawn", i, span->key.base, span->key.length,
+                      info.buffer_id, span->piece[i].buffer_id);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* The allocation at address, which must start there, as the span's next piece. */

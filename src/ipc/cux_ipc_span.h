@@ -16,7 +16,9 @@
 #include "cux_ipc_rkey.h"
 
 typedef struct cux_ipc_span {
-    cux_ipc_rkey_t       key;                        /* kind VMM_SPAN, sealed where it lives */
+    struct cux_ipc_span  *next;                      /* the registration's older spans */
+    int                  withdrawn;                  /* a piece was replaced: its key and descriptors are gone */
+    cux_ipc_rkey_t       key;                        /* kind VMM_SPAN, in the table of keys out */
     cux_ipc_span_piece_t piece[CUX_IPC_SPAN_MAX];    /* the table key.span names */
     cux_ipc_fd_export_t  *fdx[CUX_IPC_SPAN_MAX];     /* the pieces' descriptors */
 } cux_ipc_span_t;
@@ -29,7 +31,15 @@ typedef struct cux_ipc_span {
 ucs_status_t cux_ipc_span_make(cux_ipc_fd_exports_t *exports, const cux_ipc_rkey_t *first, int device,
                                const void *start, size_t length, cux_ipc_span_t **span_p);
 
-/* Its key wiped first, so that no importer proves it any more; then its descriptors given back. */
+/* Is every piece still the allocation mapped at its place? (An expandable segment that shrank and grew again has
+ * another allocation there.) Driver queries: called without locks held. */
+int cux_ipc_span_is_current(const cux_ipc_span_t *span);
+
+/* Its key withdrawn first, so that no importer proves it any more; then its descriptors given back. The span
+ * itself stays (another thread may be looking at it) until cux_ipc_span_release. */
+void cux_ipc_span_withdraw(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span);
+
+/* Withdrawn, and freed: at the end of the registration that holds it. */
 void cux_ipc_span_release(cux_ipc_fd_exports_t *exports, cux_ipc_span_t *span);
 
 #endif
