@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -245,6 +246,61 @@ TEST_F(ipc_transport, a_mapping_the_driver_cannot_measure_is_refused)
     munmap(victim, page);
 }
 
+
+/* Issue 32, item 6: descriptors kept for peers are bounded (UCX_CUDA_IPC_MAX_EXPORTED_FDS; by default a quarter of
+ * RLIMIT_NOFILE when the memory domain opens), so that an application whose registrations UCP keeps does not run
+ * out of its own descriptors: beyond the bound a key says "not shareable", with one warning, and the application
+ * can still open files. The descriptors are close-on-exec. */
+TEST_F(ipc_transport, descriptors_kept_for_peers_stay_under_a_quarter_of_the_descriptor_limit)
+{
+    struct rlimit saved, low;
+    ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &saved));
+    const long open_now = open_descriptors();
+    low          = saved;
+    low.rlim_cur = (rlim_t)(3 * open_now + 100); /* the mock's allocations are descriptors too: room for them */
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+    open_md(); /* 'auto' reads the limit now */
+    const unsigned bound = low.rlim_cur / 4;
+
+    std::vector<std::pair<CUdeviceptr, size_t>> allocs;
+    std::vector<uct_mem_h> memhs;
+    unsigned shared = 0, refused = 0;
+    for (unsigned i = 0; i < bound + 20; ++i) { /* more allocations than the bound */
+        size_t size = 65536;
+        CUdeviceptr dptr;
+        ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_vmm_fd, &size, &dptr));
+        allocs.push_back({dptr, size});
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, 65536, UCT_MD_MEM_ACCESS_ALL, &memh));
+        memhs.push_back(memh);
+        cux_ipc_rkey_t key;
+        ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &key));
+        if (key.kind == CUX_IPC_KIND_VMM_FD) {
+            ++shared;
+            int flags = fcntl(key.export_fd, F_GETFD);
+            EXPECT_TRUE((flags >= 0) && (flags & FD_CLOEXEC)) << "descriptor " << key.export_fd << " leaks to exec";
+        } else {
+            EXPECT_EQ(CUX_IPC_KIND_NONE, key.kind);
+            ++refused;
+        }
+    }
+    EXPECT_EQ(bound, cux_ipc_md_num_fd_exports(m_md));
+    EXPECT_GT(shared, 0u);
+    EXPECT_GT(refused, 0u);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the application still has descriptors of its own */
+    EXPECT_GE(fd, 0);
+    if (fd >= 0) {
+        close(fd);
+    }
+    for (uct_mem_h memh : memhs) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    }
+    EXPECT_EQ(0u, cux_ipc_md_num_fd_exports(m_md));
+    for (auto &a : allocs) {
+        ipc_free(0, alloc_vmm_fd, a.first, a.second);
+    }
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &saved));
+}
 
 /* Review 2: each VMM registration kept an exported descriptor of its own. UCP 1.16+ caches one registration
  * per registered range, so many buffers of one allocation held as many descriptors. Now the registrations of an

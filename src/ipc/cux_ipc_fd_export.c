@@ -7,13 +7,24 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
+#include <ucs/sys/string.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports)
+void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports, unsigned long max)
 {
+    struct rlimit nofile;
+
     memset(exports, 0, sizeof(*exports));
     ucs_spinlock_init(&exports->lock, 0);
+    if (max == UCS_ULUNITS_AUTO) {
+        max = ((getrlimit(RLIMIT_NOFILE, &nofile) == 0) && (nofile.rlim_cur != RLIM_INFINITY)) ?
+              ucs_max(nofile.rlim_cur / 4, 16) : 65536;
+    }
+    exports->max = max;
 }
 
 void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports)
@@ -87,16 +98,34 @@ static ucs_status_t cux_ipc_fd_export_get(cux_ipc_fd_exports_t *exports, const c
         return UCS_OK;
     }
 
-    /* export outside the lock (a driver call), then insert unless another thread did meanwhile */
+    /* export outside the lock (a driver call), then insert unless another thread did meanwhile; counted from
+     * now, so that racing exports stay within the bound */
+    ucs_spin_lock(&exports->lock);
+    if (exports->count >= exports->max) {
+        int first = !exports->logged;
+        exports->logged = 1;
+        ucs_spin_unlock(&exports->lock);
+        ucs_log(first ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DEBUG, "cuda_ipc: %lu descriptors are open for peers, "
+                "the most UCX_CUDA_IPC_MAX_EXPORTED_FDS allows: memory of further cuMemCreate allocations and "
+                "pools is not shared over cuda_ipc (its keys say so) until registrations end", exports->max);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    ++exports->count;
+    ucs_spin_unlock(&exports->lock);
     status = export_fn(id, &fd);
-    if (status != UCS_OK) {
+    made   = (status == UCS_OK) ? ucs_malloc(sizeof(*made), "cux_ipc_fd_export") : NULL;
+    if (made == NULL) {
+        if (status == UCS_OK) {
+            close(fd);
+            status = UCS_ERR_NO_MEMORY;
+        }
+        ucs_spin_lock(&exports->lock);
+        --exports->count;
+        ucs_spin_unlock(&exports->lock);
         return status;
     }
-    made = ucs_malloc(sizeof(*made), "cux_ipc_fd_export");
-    if (made == NULL) {
-        close(fd);
-        return UCS_ERR_NO_MEMORY;
-    }
+    /* the driver's descriptor would otherwise go to every program this one executes */
+    (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     *made          = *id;
     made->fd       = fd;
     made->refcount = 1;
@@ -104,10 +133,10 @@ static ucs_status_t cux_ipc_fd_export_get(cux_ipc_fd_exports_t *exports, const c
     fdx = cux_ipc_fd_export_find(exports, made);
     if (fdx != NULL) {
         ++fdx->refcount;
+        --exports->count; /* this one is closed below */
     } else {
         made->next = *cux_ipc_fd_export_bucket(exports, made);
         *cux_ipc_fd_export_bucket(exports, made) = made;
-        ++exports->count;
         fdx  = made;
         made = NULL;
     }

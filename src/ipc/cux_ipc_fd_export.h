@@ -5,7 +5,9 @@
  * registration, shared by all registrations of it: UCP 1.16+ caches registrations, one per registered range,
  * so many buffers of one allocation or pool would otherwise hold a descriptor each. A descriptor is closed when
  * the last registration that uses it is deregistered (or renewed by mkey_pack); importers hold their own
- * duplicates by then.
+ * duplicates by then. They are close-on-exec, and at most `max` are open at once (UCX_CUDA_IPC_MAX_EXPORTED_FDS,
+ * by default a quarter of the process's descriptor limit): beyond, a registration's key says "not shareable"
+ * and UCP takes another path, so that the module never takes the application's last descriptors.
  */
 #ifndef CUX_IPC_FD_EXPORT_H_
 #define CUX_IPC_FD_EXPORT_H_
@@ -30,15 +32,18 @@ typedef struct cux_ipc_fd_export {
 typedef struct cux_ipc_fd_exports {
     ucs_spinlock_t      lock;
     cux_ipc_fd_export_t *buckets[CUX_IPC_FD_EXPORT_BUCKETS];
-    unsigned            count;
+    unsigned            count;     /* open, or being exported */
+    unsigned long       max;
+    int                 logged;    /* the bound was reached once: said at warning level */
 } cux_ipc_fd_exports_t;
 
-void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports);
+/* max: the most descriptors open at once; UCS_ULUNITS_AUTO for a quarter of RLIMIT_NOFILE's soft limit. */
+void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports, unsigned long max);
 void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports);
 
 /* A reference to the descriptor of the cuMemCreate allocation info describes, exported on first use (the
  * allocation must have been created with the POSIX descriptor handle type). Called in the allocation's
- * device context. */
+ * device context. UCS_ERR_EXCEEDS_LIMIT when `max` descriptors are open already. */
 ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_info_t *info,
                                    cux_ipc_fd_export_t **fdx_p);
 

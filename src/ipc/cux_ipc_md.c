@@ -59,6 +59,13 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "memory domain opened sets it.",
      ucs_offsetof(cux_ipc_md_config_t, proof_timeout), UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"MAX_EXPORTED_FDS", "auto",
+     "Most descriptors of cuMemCreate allocations and memory pools kept open for peers at once (one per\n"
+     "allocation or pool with a live registration; UCP 1.16+ keeps registrations). Beyond it, such memory is\n"
+     "not shared over cuda_ipc (its keys say so, one warning line) until registrations end. 'auto': a quarter\n"
+     "of the process's descriptor limit (RLIMIT_NOFILE) when the memory domain opens.",
+     ucs_offsetof(cux_ipc_md_config_t, max_exported_fds), UCS_CONFIG_TYPE_ULUNITS},
+
     {NULL}
 };
 
@@ -534,7 +541,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->pid             = getpid();
     md->proof           = (cux_ipc_proof_mode_t)config->peer_proof;
     ucs_spinlock_init(&md->memo_lock, 0);
-    cux_ipc_fd_exports_init(&md->fd_exports);
+    cux_ipc_fd_exports_init(&md->fd_exports, config->max_exported_fds);
 
     max_regions = config->cache_max_regions;
     if (max_regions == 0) {

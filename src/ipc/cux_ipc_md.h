@@ -30,6 +30,7 @@ typedef struct cux_ipc_md_config {
     ucs_time_t      cache_max_idle;
     int             peer_proof;   /* cux_ipc_proof_mode_t */
     ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
+    unsigned long   max_exported_fds;
 } cux_ipc_md_config_t;
 
 /* A registration: the sealed key, ready to pack (importers read it back from the table of keys out, at its slot
