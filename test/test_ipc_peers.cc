@@ -496,6 +496,38 @@ TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_with
 /* rkey_ptr (ucp_rkey_ptr), as UCX's module offers it since 1.21: the peer's memory mapped on this device, at the
  * remote address's offset, held until the key is released; one mapping per key and device; an address outside
  * the allocation is INVALID_ADDR (ucp_rkey_ptr stops there), a key the peer does not hold is UNREACHABLE. */
+/* Issue 32, item 5: one pool allocation imported twice in this process (here a mapping still held by rkey_ptr when
+ * the cache drops it, then the same key mapped anew). Whether the driver hands out the same pointer again is
+ * printed (the GPU host's answer is in bench/results/); either way the first mapping's end must not unmap the
+ * second's memory: imported pointers are counted, and freed with their last mapping. */
+TEST_F(ipc_transport, a_pool_allocation_imported_twice_stays_mapped_until_its_last_mapping_goes)
+{
+    open_md({{"CACHE", "y"}});
+    start_peer();
+    const size_t size = 1 << 20;
+    remote_buf rb     = remote_alloc(size, 0, 9, alloc_pool_fd);
+    ASSERT_NE(0u, rb.addr);
+    ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 41));
+    uct_rkey_bundle_t second;
+    void *first_ptr = nullptr, *second_ptr = nullptr;
+    ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr, &first_ptr)); /* the first import, held */
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());                      /* dropped while held */
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key, &second));
+    ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &second, rb.addr, &second_ptr));  /* the second import */
+    printf("pool allocation imported twice: %s pointer (%p, %p)\n", (first_ptr == second_ptr) ? "the same" : "another",
+           first_ptr, second_ptr);
+
+    uct_rkey_release(m_component, &rb.rkey); /* the first mapping goes */
+    std::vector<uint8_t> got(size);
+    raw_copy(got.data(), second_ptr, size);
+    EXPECT_EQ(pattern(41, size), got) << "the second mapping lost its memory with the first";
+    uct_rkey_release(m_component, &second);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, m_peer->pid());
+    peer_msg fr = {};
+    fr.op = peer_op::free; fr.a = rb.addr;
+    EXPECT_EQ(UCS_OK, m_peer->call(fr).status);
+}
+
 /* rkey_ptr has no endpoint: a key's process is trusted only once an endpoint of this process proved its address
  * (issue 32, finding 1: a key naming another process was proven by any copy of its bytes in that process). */
 TEST_F(ipc_transport, rkey_ptr_trusts_only_processes_an_endpoint_proved)

@@ -271,15 +271,16 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
         status = CUX_DRV_CALL_ERR(cuMemPoolImportPointer, dptr_p, pool, &pool_ptr);
     }
     if (status == UCS_OK) {
-        status = cux_ipc_check_mapped_length(key, *dptr_p);
-        if (status == UCS_OK) {
-            status = cux_ipc_pool_refs_add(pool, 1, 1);
-            if (status == UCS_OK) {
-                *pool_p = pool;
-                return UCS_OK;
-            }
+        status = cux_ipc_pool_refs_add(pool, 1, *dptr_p);
+        if (status != UCS_OK) {
+            (void)CUX_DRV_CALL_ERR(cuMemFree, *dptr_p);
+        } else if ((status = cux_ipc_check_mapped_length(key, *dptr_p)) == UCS_OK) {
+            *pool_p = pool;
+            return UCS_OK;
+        } else {
+            cux_ipc_pool_refs_free_pointer(pool, *dptr_p); /* and the import, if no other allocation holds it */
+            return status;
         }
-        (void)CUX_DRV_CALL_ERR(cuMemFree, *dptr_p);
     }
     /* the import: destroyed now, or with the pool's last mapped allocation */
     if (cux_ipc_pool_refs_add(pool, 1, 0) != UCS_OK) {
@@ -356,8 +357,7 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
             cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_vmm_layout_t*)region->held)->count);
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->key.length);
         } else if (region->key.kind == CUX_IPC_KIND_POOL_FD) {
-            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, dptr);
-            cux_ipc_pool_refs_drop_pointer((CUmemoryPool)region->held);
+            cux_ipc_pool_refs_free_pointer((CUmemoryPool)region->held, dptr);
         } else {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);
         }

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/datastruct/khash.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 
@@ -15,9 +16,13 @@ typedef struct {
     unsigned        pointers; /* allocations imported from it and not freed */
 } cux_ipc_pool_ref_t;
 
+/* Mappings holding each imported pointer (more than one if the driver hands the same pointer out again). */
+KHASH_MAP_INIT_INT64(cux_ipc_pool_ptrs, unsigned)
+
 /* Mappings are made and dropped by any thread whose worker shares the cache. */
 static pthread_mutex_t cux_ipc_pool_refs_lock = PTHREAD_MUTEX_INITIALIZER;
 static UCS_LIST_HEAD(cux_ipc_pool_refs);
+static khash_t(cux_ipc_pool_ptrs) cux_ipc_pool_ptrs;
 
 static cux_ipc_pool_ref_t *cux_ipc_pool_ref_find(CUmemoryPool pool)
 {
@@ -48,9 +53,11 @@ static void cux_ipc_pool_ref_settle(cux_ipc_pool_ref_t *ref)
     }
 }
 
-ucs_status_t cux_ipc_pool_refs_add(CUmemoryPool pool, unsigned imports, unsigned pointers)
+ucs_status_t cux_ipc_pool_refs_add(CUmemoryPool pool, unsigned imports, CUdeviceptr pointer)
 {
     cux_ipc_pool_ref_t *ref;
+    khiter_t it;
+    int ret;
 
     pthread_mutex_lock(&cux_ipc_pool_refs_lock);
     ref = cux_ipc_pool_ref_find(pool);
@@ -64,18 +71,43 @@ ucs_status_t cux_ipc_pool_refs_add(CUmemoryPool pool, unsigned imports, unsigned
         ref->pool = pool;
         ucs_list_add_tail(&cux_ipc_pool_refs, &ref->link);
     }
-    ref->imports  += imports;
-    ref->pointers += pointers;
+    if (pointer != 0) {
+        it = kh_put(cux_ipc_pool_ptrs, &cux_ipc_pool_ptrs, pointer, &ret);
+        if (ret == UCS_KH_PUT_FAILED) {
+            cux_ipc_pool_ref_settle(ref); /* a new, empty entry goes again */
+            pthread_mutex_unlock(&cux_ipc_pool_refs_lock);
+            ucs_error("cuda_ipc: no memory to count the mappings of an imported allocation");
+            return UCS_ERR_NO_MEMORY;
+        } else if (ret == UCS_KH_PUT_KEY_PRESENT) {
+            ++kh_val(&cux_ipc_pool_ptrs, it); /* the same pointer again: freed when its last mapping goes */
+            ucs_debug("cuda_ipc: the driver imported pool allocation 0x%llx again at the same pointer",
+                      (unsigned long long)pointer);
+        } else {
+            kh_val(&cux_ipc_pool_ptrs, it) = 1;
+            ++ref->pointers;
+        }
+    }
+    ref->imports += imports;
     cux_ipc_pool_ref_settle(ref);
     pthread_mutex_unlock(&cux_ipc_pool_refs_lock);
     return UCS_OK;
 }
 
-void cux_ipc_pool_refs_drop_pointer(CUmemoryPool pool)
+void cux_ipc_pool_refs_free_pointer(CUmemoryPool pool, CUdeviceptr pointer)
 {
     cux_ipc_pool_ref_t *ref;
+    khiter_t it;
 
     pthread_mutex_lock(&cux_ipc_pool_refs_lock);
+    it = kh_get(cux_ipc_pool_ptrs, &cux_ipc_pool_ptrs, pointer);
+    if ((it != kh_end(&cux_ipc_pool_ptrs)) && (--kh_val(&cux_ipc_pool_ptrs, it) > 0)) {
+        pthread_mutex_unlock(&cux_ipc_pool_refs_lock); /* another mapping holds the same pointer */
+        return;
+    }
+    if (it != kh_end(&cux_ipc_pool_ptrs)) {
+        kh_del(cux_ipc_pool_ptrs, &cux_ipc_pool_ptrs, it);
+    }
+    (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemFree, pointer);
     ref = cux_ipc_pool_ref_find(pool);
     if ((ref != NULL) && (ref->pointers > 0)) {
         --ref->pointers;
