@@ -695,6 +695,10 @@ TEST(ipc_peer_read, a_read_the_peer_never_answers_gives_up_at_the_deadline)
     }
     EXPECT_EQ((ssize_t)sizeof(buf), n);
     EXPECT_STREQ("readable", buf);
+    cux_ipc_peer_read_set_timeout(1e12); /* 'inf': read on the calling thread */
+    memset(buf, 0, sizeof(buf));
+    EXPECT_EQ((ssize_t)sizeof(buf), cux_ipc_peer_read_bounded(getpid(), (uintptr_t)other, buf, sizeof(buf)));
+    EXPECT_STREQ("readable", buf);
     cux_ipc_peer_read_set_timeout(1.0);
     usleep(100000); /* the readers finish with the page before it goes */
     munmap(page, 4096);
