@@ -6,6 +6,7 @@
 #include "ipc_transport.h"
 
 #include <cstring>
+#include <vector>
 
 extern "C" {
 #include "ipc/cux_ipc_rkey.h"
@@ -147,6 +148,41 @@ TEST_F(ipc_spans, a_kept_registration_never_packs_a_span_naming_a_replaced_piece
 }
 
 #if CUX_UCX_MKEY_PACK_TAKES_ADDRESS
+/*
+ * UCP 1.16 keeps registrations, and without CUDA memory hooks (a stock UCX) a kept registration outlives the
+ * buffer it was made for: new allocations made in its range share it (ucp_mem_map copies the cached parent's
+ * handle), and each ucp_rkey_pack asks it for a key of a different allocation. Seen on the GPU host with Ubuntu's
+ * UCX 1.16: the module renewed the registration's key for each, which withdrew the one handed out before, and a
+ * peer's put with it was refused ("holds no such key"). A registration keeps a key per allocation it has served,
+ * until it ends. Here one registration over a range of three allocations, a key for a buffer in each.
+ */
+TEST_F(ipc_spans, a_registration_serving_several_allocations_keeps_each_key_it_handed_out)
+{
+    size_t piece;
+    const unsigned pieces = 3;
+    CUdeviceptr dptr = vmm_range(pieces, &piece);
+    ASSERT_NE(0u, dptr);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, pieces * piece, UCT_MD_MEM_ACCESS_ALL, &memh));
+    std::vector<cux_ipc_rkey_t> keys(pieces);
+    for (unsigned i = 0; i < pieces; ++i) { /* a buffer inside each allocation, as UCP packs them */
+        ASSERT_EQ(UCS_OK, pack(memh, (void*)(dptr + i * piece + 64), piece / 2, &keys[i]));
+        ASSERT_EQ(CUX_IPC_KIND_VMM_FD, keys[i].kind);
+        EXPECT_EQ(dptr + i * piece, keys[i].base);
+    }
+    for (unsigned i = 0; i < pieces; ++i) { /* every key still proves (this process's own: its table) */
+        uct_rkey_bundle_t bundle;
+        void *ptr = nullptr;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &keys[i], &bundle));
+        EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &bundle, dptr + i * piece + 64, &ptr)) << "key of piece " << i;
+        uct_rkey_release(m_component, &bundle);
+    }
+    ASSERT_EQ(UCS_OK, pack(memh, (void*)(dptr + 64), piece / 2, &keys[0])); /* back to the first */
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid());
+    free_range(dptr, piece, pieces);
+}
+
 /*
  * Issue 32, finding 3: when a buffer packed from a registration runs further than the registration's span, a larger span
  * replaces it and the old span is released at once (cux_ipc_memh_pack_unlock: "unused = memh->span"), its key

@@ -105,20 +105,50 @@ static void cux_ipc_memh_seal(cux_ipc_memh_t *memh)
     }
 }
 
-/* A registration's end: its key is withdrawn first, so that no importer proves it any more, then its descriptor
- * reference is given back. */
-static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
+/* A state's allocation is gone: its key is withdrawn first, so that no importer proves it any more, then its
+ * descriptor reference is given back and its spans withdrawn. The state stays, since another thread may be
+ * looking at its spans, until the registration ends. */
+static void cux_ipc_memh_withdraw(cux_ipc_md_t *md, cux_ipc_memh_t *state)
 {
-    cux_ipc_key_table_remove(&memh->key);
-    explicit_bzero(&memh->key, sizeof(memh->key));
     cux_ipc_span_t *span;
 
-    cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
-    while ((span = memh->spans) != NULL) {
-        memh->spans = span->next;
+    cux_ipc_key_table_remove(&state->key);
+    cux_ipc_fd_export_put(&md->fd_exports, state->fdx);
+    state->fdx = NULL;
+    for (span = state->spans; span != NULL; span = span->next) {
+        if (!span->withdrawn) {
+            cux_ipc_span_withdraw(&md->fd_exports, span);
+        }
+    }
+    __atomic_store_n(&state->withdrawn, 1, __ATOMIC_RELEASE);
+}
+
+/* One state's end: withdrawn if it was not, its spans freed. */
+static void cux_ipc_memh_release_state(cux_ipc_md_t *md, cux_ipc_memh_t *state)
+{
+    cux_ipc_span_t *span;
+
+    if (!state->withdrawn) {
+        cux_ipc_memh_withdraw(md, state);
+    }
+    explicit_bzero(&state->key, sizeof(state->key));
+    while ((span = state->spans) != NULL) {
+        state->spans = span->next;
         cux_ipc_span_release(&md->fd_exports, span);
     }
-    memh->fdx = NULL;
+}
+
+/* A registration's end: its current state and every state it served before. */
+static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
+{
+    cux_ipc_memh_t *served;
+
+    cux_ipc_memh_release_state(md, memh);
+    while ((served = memh->served) != NULL) {
+        memh->served = served->served;
+        cux_ipc_memh_release_state(md, served);
+        ucs_free(served);
+    }
 }
 
 /* What the driver says an allocation can be exported as. */
@@ -215,6 +245,9 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     ucs_status_t status;
 
     if (cux_ipc_memo_find(md, info, memh)) {
+        memh->spans     = NULL; /* the memo keeps keys without descriptors: no spans, nothing served */
+        memh->served    = NULL;
+        memh->withdrawn = 0;
         cux_ipc_memh_seal(memh); /* the memo's key, kept here now */
         return UCS_OK;
     }
@@ -428,12 +461,80 @@ static int cux_ipc_key_is_of(const cux_ipc_rkey_t *key, const cux_ptr_info_t *in
            (key->buffer_id == info->buffer_id);
 }
 
+/* Do the allocations of a key and of the buffer's allocation share bytes? (Then, unless it is that allocation,
+ * the key's allocation was freed and the range holds another now.) */
+static int cux_ipc_key_overlaps(const cux_ipc_rkey_t *key, const cux_ptr_info_t *info)
+{
+    return (key->base < (uintptr_t)info->base + info->length) && ((uintptr_t)info->base < key->base + key->length);
+}
+
+static void cux_ipc_memh_swap_state(cux_ipc_memh_t *a, cux_ipc_memh_t *b)
+{
+    cux_ipc_memh_t t = *a;
+
+    a->key   = b->key;
+    a->device = b->device;
+    a->fdx   = b->fdx;
+    a->spans = b->spans;
+    b->key   = t.key;
+    b->device = t.device;
+    b->fdx   = t.fdx;
+    b->spans = t.spans;
+}
+
+/* Withdraws the states memh served whose allocation the buffer's allocation overlaps: freed, and the range holds
+ * another allocation now. memo_lock held. */
+static void cux_ipc_memh_withdraw_replaced(cux_ipc_md_t *md, cux_ipc_memh_t *memh, const cux_ptr_info_t *info)
+{
+    cux_ipc_memh_t *state;
+
+    for (state = memh->served; state != NULL; state = state->served) {
+        if (!state->withdrawn && cux_ipc_key_overlaps(&state->key, info)) {
+            cux_ipc_memh_withdraw(md, state);
+        }
+    }
+}
+
+/* Makes memh's current state the one of the allocation info describes, if it is or was served: whether it is now.
+ * memo_lock held. */
+static int cux_ipc_memh_switch(cux_ipc_md_t *md, cux_ipc_memh_t *memh, const cux_ptr_info_t *info)
+{
+    cux_ipc_memh_t *state;
+
+    if (cux_ipc_key_is_of(&memh->key, info)) {
+        return 1;
+    }
+    for (state = memh->served; state != NULL; state = state->served) {
+        if (!state->withdrawn && cux_ipc_key_is_of(&state->key, info)) {
+            cux_ipc_memh_swap_state(memh, state);
+            cux_ipc_memh_withdraw_replaced(md, memh, info);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Keeps memh's current state in node, among the served, and makes `made` (just exported for info's allocation)
+ * the current one. memo_lock held. */
+static void cux_ipc_memh_install(cux_ipc_md_t *md, cux_ipc_memh_t *memh, const cux_ptr_info_t *info,
+                                 cux_ipc_memh_t *made, cux_ipc_memh_t *node)
+{
+    *node        = *memh;
+    node->served = memh->served;
+    memh->served = node;
+    memh->key    = made->key; /* with its slot in the table */
+    memh->device = made->device;
+    memh->fdx    = made->fdx;
+    memh->spans  = NULL;
+    cux_ipc_memh_withdraw_replaced(md, memh, info);
+}
+
 static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, const void *address, size_t length,
                                            void *rkey_buffer)
 {
     cux_ipc_md_t *md       = ucs_derived_of(tl_md, cux_ipc_md_t);
     cux_ipc_memh_t *memh   = tl_memh;
-    cux_ipc_memh_t renewed = {};
+    cux_ipc_memh_t made    = {}, *node;
     cux_ptr_info_t info;
     ucs_status_t status;
 
@@ -462,37 +563,30 @@ static ucs_status_t cux_ipc_mkey_pack_impl(uct_md_h tl_md, uct_mem_h tl_memh, co
 
     /* memh may be UCP's cached registration, packed by several workers at once: read and swap it locked */
     ucs_spin_lock(&md->memo_lock);
-    if (cux_ipc_key_is_of(&memh->key, &info)) {
+    if (cux_ipc_memh_switch(md, memh, &info)) {
         cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
         return UCS_OK;
     }
     ucs_spin_unlock(&md->memo_lock);
 
-    ucs_debug("cuda_ipc: registration of %p+%zu (id %llu) outlived its allocation; %p is in %p+%zu (id %llu) now",
+    ucs_debug("cuda_ipc: registration of %p+%zu (id %llu) serves %p in %p+%zu (id %llu) now",
               (void*)memh->key.base, memh->key.length, (unsigned long long)memh->key.buffer_id, address,
               info.base, info.length, info.buffer_id);
-    status = cux_ipc_memh_export(md, &info, &renewed);
+    node   = ucs_malloc(sizeof(*node), "cux_ipc_memh_served");
+    status = (node == NULL) ? UCS_ERR_NO_MEMORY : cux_ipc_memh_export(md, &info, &made);
     if (status != UCS_OK) {
+        ucs_free(node);
         return status;
     }
     ucs_spin_lock(&md->memo_lock);
-    if (!cux_ipc_key_is_of(&memh->key, &info)) {
-        cux_ipc_memh_t old = *memh;
-        cux_ipc_span_t *span;
-        for (span = old.spans; span != NULL; span = span->next) {
-            if (!span->withdrawn) {
-                cux_ipc_span_withdraw(&md->fd_exports, span);
-            }
-        }
-        renewed.address = memh->address; /* the registration is the same: only its allocation is new */
-        renewed.length  = memh->length;
-        renewed.spans   = old.spans;     /* withdrawn, freed with the registration: another packer may read them */
-        *memh           = renewed;       /* its key, with its slot in the table */
-        old.spans       = NULL;
-        renewed         = old;           /* forgotten below: its key withdrawn, its descriptor given back */
+    if (cux_ipc_memh_switch(md, memh, &info)) { /* another thread made it meanwhile */
+        cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
+        cux_ipc_memh_release_state(md, &made);
+        ucs_free(node);
+        return UCS_OK;
     }
+    cux_ipc_memh_install(md, memh, &info, &made, node);
     cux_ipc_memh_pack_unlock(md, memh, address, length, rkey_buffer);
-    cux_ipc_memh_forget(md, &renewed);
     return UCS_OK;
 }
 

@@ -36,6 +36,7 @@ typedef struct cux_ipc_md_config {
 /* A registration: the sealed key, ready to pack (importers read it back from the table of keys out, at its slot
  * key.record), the owning device, and for VMM and pool memory the descriptor it refers to. */
 typedef struct cux_ipc_memh {
+    /* the allocation its current buffer is in */
     cux_ipc_rkey_t      key;
     int                 device;
     cux_ipc_fd_export_t *fdx;
@@ -43,6 +44,11 @@ typedef struct cux_ipc_memh {
                                       kept as long as the registration (a peer may hold a key of each) */
     void                *address;  /* the registered buffer */
     size_t              length;
+    /* UCP 1.16+ keeps a registration past its buffer (a stock UCX has no CUDA hooks to tell it the buffer went)
+     * and hands it buffers in other allocations: the state (key, device, descriptor, spans) of each allocation
+     * it served before, kept until it ends, since peers may hold those keys; newest first */
+    struct cux_ipc_memh *served;
+    int                 withdrawn; /* a served state whose allocation is gone: its key and descriptors too */
 } cux_ipc_memh_t;
 
 /* Keys of recently registered allocations, by allocation base: UCP registers the buffer of every rendezvous
