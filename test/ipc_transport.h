@@ -87,10 +87,16 @@ protected:
 
     remote_buf remote_alloc(size_t size, int device, uint64_t seed, uint64_t kind = alloc_legacy)
     {
+        return remote_alloc_on(*m_peer, size, device, seed, kind);
+    }
+
+    /* The same, on another peer process */
+    remote_buf remote_alloc_on(ipc_peer &peer, size_t size, int device, uint64_t seed, uint64_t kind)
+    {
         peer_msg req = {};
         remote_buf rb = {};
         req.op = peer_op::alloc; req.a = size; req.b = device; req.c = seed; req.d = kind;
-        peer_msg reply = m_peer->call(req);
+        peer_msg reply = peer.call(req);
         EXPECT_EQ(UCS_OK, reply.status) << "peer could not allocate " << size << " bytes on device " << device;
         if (reply.status == UCS_OK) {
             rb.addr = reply.a;

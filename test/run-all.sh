@@ -48,7 +48,7 @@ sanitizer_build() { # directory, compiler and linker flags
         { echo "run-all: the sanitizer build in $1 failed (see $1/*.log)"; exit 1; }
 }
 if [ "${CUX_TEST_NO_SANITIZERS:-0}" != 1 ]; then
-    step "the same tree with ASan and UBSan (build-asan), then with TSan (build-tsan)" 8
+    step "the same tree with ASan and UBSan (build-asan), then with TSan (build-tsan)" 4
     sanitizer_build build-asan "-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
         "-fsanitize=address,undefined"
     sanitizer_build build-tsan "-g -O1 -fsanitize=thread" "-fsanitize=thread"
@@ -58,5 +58,5 @@ fi
 export CUX_TEST_DEB=${CUX_TEST_DEB:-1}
 # and runs make distcheck (test/run-distcheck.sh); CUX_TEST_DISTCHECK=0 leaves it out
 export CUX_TEST_DISTCHECK=${CUX_TEST_DISTCHECK:-1}
-step "the suites, one line each as it starts" 25
+step "the suites, one line each as it starts" 20
 exec ../test/run-tests.sh

@@ -34,8 +34,8 @@ t_start=$(date +%s)
 about() {
     local m
     case $1 in
-    system-driver) m=2 ;; mock-driver) m=12 ;; mock-driver-1gpu) m=3 ;; fuzz) m=2 ;; deb) m=3 ;; distcheck) m=5 ;;
-    sanitizers-cpu) m=1 ;; sanitizers-mock) m=6 ;; sanitizers-thread) m=2 ;; *) m=0 ;;
+    system-driver) m=1 ;; mock-driver) m=7 ;; mock-driver-1gpu) m=2 ;; fuzz) m=2 ;; deb) m=2 ;; distcheck) m=4 ;;
+    sanitizers-cpu) m=1 ;; sanitizers-mock) m=3 ;; sanitizers-thread) m=1 ;; *) m=0 ;;
     esac
     if [ "$m" -gt 0 ]; then
         echo "about $m min, $(( ($(date +%s) - t_start) / 60 )) min in"

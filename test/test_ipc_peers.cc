@@ -536,23 +536,19 @@ TEST_F(ipc_transport, rkey_ptr_trusts_only_processes_an_endpoint_proved)
     ASSERT_TRUE(other.alive());
     peer_msg hello = other.greeting();
     ASSERT_EQ(0, hello.status);
-    peer_msg req = {};
-    req.op = peer_op::alloc; req.a = 1 << 20; req.b = 0; req.c = 5; req.d = alloc_legacy;
-    peer_msg reply = other.call(req);
-    ASSERT_EQ(UCS_OK, reply.status);
-    uct_rkey_bundle_t bundle;
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &bundle));
+    remote_buf rb = remote_alloc_on(other, 1 << 20, 0, 5, alloc_legacy);
+    ASSERT_NE(0u, rb.addr);
 
     void *ptr = nullptr;
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &bundle, reply.a, &ptr))
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &rb.rkey, rb.addr, &ptr))
         << "a key of a process no endpoint proved";
     uct_ep_h ep = ep_to(m_iface, hello.blob, hello.blob + hello.a); /* proves its address */
     ASSERT_NE(nullptr, ep);
-    EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &bundle, reply.a, &ptr));
+    EXPECT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr, &ptr));
     uct_ep_destroy(ep);
-    uct_rkey_release(m_component, &bundle);
+    uct_rkey_release(m_component, &rb.rkey);
     peer_msg fr = {};
-    fr.op = peer_op::free; fr.a = reply.a;
+    fr.op = peer_op::free; fr.a = rb.addr;
     EXPECT_EQ(UCS_OK, other.call(fr).status);
 }
 

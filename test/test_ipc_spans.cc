@@ -98,6 +98,14 @@ void free_range(CUdeviceptr dptr, size_t piece_size, unsigned pieces)
 
 class ipc_spans : public ipc_transport {
 protected:
+    /* `pieces` allocations of one range (vmm_range), registered as one buffer */
+    void register_range(unsigned pieces, size_t *piece, CUdeviceptr *dptr, uct_mem_h *memh)
+    {
+        *dptr = vmm_range(pieces, piece);
+        ASSERT_NE(0u, *dptr);
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)*dptr, pieces * *piece, UCT_MD_MEM_ACCESS_ALL, memh));
+    }
+
     ucs_status_t pack(uct_mem_h memh, void *address, size_t length, cux_ipc_rkey_t *key)
     {
         uct_md_mkey_pack_params_t params = {};
@@ -123,10 +131,9 @@ TEST_F(ipc_spans, a_kept_registration_never_packs_a_span_naming_a_replaced_piece
 {
     size_t piece;
     const unsigned pieces = 3;
-    CUdeviceptr dptr = vmm_range(pieces, &piece);
-    ASSERT_NE(0u, dptr);
+    CUdeviceptr dptr;
     uct_mem_h memh;
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, pieces * piece, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_NO_FATAL_FAILURE(register_range(pieces, &piece, &dptr, &memh));
     cux_ipc_rkey_t before, after;
     ASSERT_EQ(UCS_OK, pack(memh, (void*)dptr, pieces * piece, &before));
     ASSERT_EQ(CUX_IPC_KIND_VMM_SPAN, before.kind);
@@ -160,10 +167,9 @@ TEST_F(ipc_spans, a_registration_serving_several_allocations_keeps_each_key_it_h
 {
     size_t piece;
     const unsigned pieces = 3;
-    CUdeviceptr dptr = vmm_range(pieces, &piece);
-    ASSERT_NE(0u, dptr);
+    CUdeviceptr dptr;
     uct_mem_h memh;
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, pieces * piece, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_NO_FATAL_FAILURE(register_range(pieces, &piece, &dptr, &memh));
     std::vector<cux_ipc_rkey_t> keys(pieces);
     for (unsigned i = 0; i < pieces; ++i) { /* a buffer inside each allocation, as UCP packs them */
         ASSERT_EQ(UCS_OK, pack(memh, (void*)(dptr + i * piece + 64), piece / 2, &keys[i]));
@@ -194,10 +200,9 @@ TEST_F(ipc_spans, a_larger_span_leaves_the_key_a_peer_holds_valid)
 {
     size_t piece;
     const unsigned pieces = 3;
-    CUdeviceptr dptr = vmm_range(pieces, &piece);
-    ASSERT_NE(0u, dptr);
+    CUdeviceptr dptr;
     uct_mem_h memh;
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, pieces * piece, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_NO_FATAL_FAILURE(register_range(pieces, &piece, &dptr, &memh));
     cux_ipc_rkey_t first, second;
     ASSERT_EQ(UCS_OK, pack(memh, (void*)dptr, piece + piece / 2, &first)); /* pieces 0 and 1 */
     ASSERT_EQ(CUX_IPC_KIND_VMM_SPAN, first.kind);
