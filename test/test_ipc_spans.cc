@@ -24,10 +24,23 @@ extern "C" {
 namespace {
 /* `pieces` cuMemCreate allocations with the POSIX descriptor handle type mapped one after another in one reserved
  * range on device 0 (PyTorch's expandable segments); *piece_size is the granularity. */
+/* What device 0's allocations with the POSIX descriptor handle type are made and accessed with. */
+void vmm_props(CUmemAllocationProp *prop, CUmemAccessDesc *access)
+{
+    *prop                      = {};
+    *access                    = {};
+    prop->type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id          = 0;
+    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    access->location           = prop->location;
+    access->flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+}
+
 CUdeviceptr vmm_range(unsigned pieces, size_t *piece_size)
 {
-    CUmemAllocationProp prop = {};
-    CUmemAccessDesc access   = {};
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
     CUmemGenericAllocationHandle handle;
     CUcontext ctx, prev;
     CUdeviceptr dptr = 0;
@@ -35,12 +48,7 @@ CUdeviceptr vmm_range(unsigned pieces, size_t *piece_size)
 
     cux_device_ctx(0, &ctx);
     cux_drv.cuCtxPushCurrent(ctx);
-    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    access.location           = prop.location;
-    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    vmm_props(&prop, &access);
     if ((cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
          CUDA_SUCCESS) && (cux_drv.cuMemAddressReserve(&dptr, pieces * granularity, 0, 0, 0) == CUDA_SUCCESS)) {
         for (unsigned i = 0; i < pieces; ++i) {
@@ -60,19 +68,14 @@ CUdeviceptr vmm_range(unsigned pieces, size_t *piece_size)
  * and grew again). */
 void replace_piece(CUdeviceptr dptr, size_t piece_size, unsigned i)
 {
-    CUmemAllocationProp prop = {};
-    CUmemAccessDesc access   = {};
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
     CUmemGenericAllocationHandle handle;
     CUcontext ctx, prev;
 
     cux_device_ctx(0, &ctx);
     cux_drv.cuCtxPushCurrent(ctx);
-    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id          = 0;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    access.location           = prop.location;
-    access.flags              = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    vmm_props(&prop, &access);
     cux_drv.cuMemUnmap(dptr + i * piece_size, piece_size);
     if (cux_drv.cuMemCreate(&handle, piece_size, &prop, 0) == CUDA_SUCCESS) {
         cux_drv.cuMemMap(dptr + i * piece_size, piece_size, 0, handle, 0);
