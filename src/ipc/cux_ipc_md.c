@@ -472,14 +472,14 @@ static void cux_ipc_memh_swap_state(cux_ipc_memh_t *a, cux_ipc_memh_t *b)
 {
     cux_ipc_memh_t t = *a;
 
-    a->key   = b->key;
+    a->key    = b->key;
     a->device = b->device;
-    a->fdx   = b->fdx;
-    a->spans = b->spans;
-    b->key   = t.key;
+    a->fdx    = b->fdx;
+    a->spans  = b->spans;
+    b->key    = t.key;
     b->device = t.device;
-    b->fdx   = t.fdx;
-    b->spans = t.spans;
+    b->fdx    = t.fdx;
+    b->spans  = t.spans;
 }
 
 /* Withdraws the states memh served whose allocation the buffer's allocation overlaps: freed, and the range holds
