@@ -38,8 +38,8 @@ for _ in $(seq "$(nproc)"); do
 done
 
 cp "$moddir/libuct_cuda.so.0" "$logs/ours.so"
-say "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) cores, $(nproc) busy loops beside every run; UCX $("$prefix/bin/ucx_info" -v |
-    sed -n 's/^# Library version: //p')"
+ucx_version=$("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p')
+say "$(nvidia-smi -L | wc -l) GPU(s), $(nproc) cores, $(nproc) busy loops beside every run; UCX $ucx_version"
 
 # cux_blocks RUNS times with module $2; counts failed runs and the transfers whose worker flush came first.
 blocks() {

@@ -15,7 +15,8 @@ mkdir -p "$(dirname "$log")"
 libuct=$(ldconfig -p 2>/dev/null | sed -n 's/.*libuct.so.0 .*=> //p' | head -n 1)
 module=$(readlink -f "$(dirname "${libuct:-/nonexistent/x}")/ucx")/libuct_cuda.so.0
 if [ ! -e "$module" ]; then
-    echo "installed: skipped: no module installed by hand in UCX's module directory (contrib/quickstart.sh installs one)"
+    echo "installed: skipped: no module installed by hand in UCX's module directory" \
+         "(contrib/quickstart.sh installs one)"
     exit 77
 elif command -v dpkg-query >/dev/null && dpkg-query -S "$module" 2>/dev/null | grep -q '^[a-z0-9.+-]*: '; then
     echo "installed: skipped: $module belongs to a package"
