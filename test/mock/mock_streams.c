@@ -199,11 +199,15 @@ CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
     if (res != CUDA_SUCCESS) {
         return res;
     }
-    if ((s == NULL) || (s->device != mock_current_device())) {
+    if ((s == NULL) ? (mock_current_device() < 0) : (s->device != mock_current_device())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: the stream's context must be current */
     }
     if (!dst || !src || mock_straddles_pinned(dst, n) || mock_straddles_pinned(src, n)) {
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (s == NULL) { /* the legacy stream: ordered with everything, done by its next synchronisation */
+        memmove((void*)dst, (void*)src, n);
+        return CUDA_SUCCESS;
     }
     __atomic_add_fetch(&mock_issued_copies, 1, __ATOMIC_RELAXED);
     return mock_stream_copy(s, dst, src, n);
