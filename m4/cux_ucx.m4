@@ -110,4 +110,22 @@ AS_IF([test "x$with_ucx_moduledir" = xdefault],
       [cux_moduledir="$cux_ucx_libdir/ucx"],
       [cux_moduledir="$with_ucx_moduledir"])
 AC_SUBST([moduledir], [$cux_moduledir])
+
+# UCX's device API (1.21+): kernels include <uct/cuda/cuda_ipc/cuda_ipc.cuh>, which only a UCX built with CUDA
+# installs. Where the installed UCX has the device API's headers but not that one, ours goes there (a UCX
+# built with CUDA keeps its own: the host side is ours either way).
+AC_ARG_WITH([ucx-device-includedir],
+            [AS_HELP_STRING([--with-ucx-device-includedir=DIR],
+                            [where cuda_ipc's device header goes (default: UCX's include/uct/cuda/cuda_ipc when the
+                             installed UCX has the device API and no such header; "no": nowhere)])],
+            [], [with_ucx_device_includedir=default])
+cux_device_includedir=
+AS_IF([test "x$with_ucx_device_includedir" = xno], [],
+      [test "x$with_ucx_device_includedir" != xdefault], [cux_device_includedir=$with_ucx_device_includedir],
+      [test "$CUX_UCX_VERNUM" -ge 121 && test -f "$with_ucx/include/uct/api/device/uct_device_impl.h" &&
+       test ! -f "$with_ucx/include/uct/cuda/cuda_ipc/cuda_ipc.cuh"],
+      [cux_device_includedir="$with_ucx/include/uct/cuda/cuda_ipc"])
+AC_SUBST([cudaipcdir], [$cux_device_includedir])
+AM_CONDITIONAL([CUX_INSTALL_DEVICE_HEADER], [test -n "$cux_device_includedir"])
+AC_MSG_NOTICE([cuda_ipc device header: ${cux_device_includedir:-not installed}])
 ])

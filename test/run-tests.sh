@@ -104,9 +104,10 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # one visible GPU takes its own fast path for short copies
     run_suite mock-driver-1gpu CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_DEVICES=1 \
         GTEST_FILTER='copy*:ipc_transport.*:parity.*' CUX_TEST_SUITE=mock1 CUX_TEST_REQUIRE_GPU=1
-    # devices with PCI addresses, so that UCX's topology knows them (allocation on a given device, UCX 1.22)
+    # devices with PCI addresses, so that UCX's topology knows them (allocation on a given device and the device
+    # API's memory lists, UCX 1.22)
     run_suite mock-driver-pci CUX_DRIVER_PATH="$builddir/test/.libs/libmockcuda.so" MOCK_CUDA_PCI=1 \
-        GTEST_FILTER='copy.md_*:copy_dmabuf.*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
+        GTEST_FILTER='copy.md_*:copy_dmabuf.*:ipc_transport.ucp_builds_*' CUX_TEST_SUITE=mockpci CUX_TEST_REQUIRE_GPU=1
     # what a peer sends to cuda_ipc (addresses, keys, keys on an endpoint to a live exporter) under libFuzzer
     # with ASan and UBSan, the whole module instrumented: 10 million executions, however long they take
     echo "=== fuzz ($(about fuzz)): test/run-fuzz.sh, ${CUX_TEST_FUZZ_RUNS:-10000000} executions"

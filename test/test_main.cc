@@ -461,6 +461,7 @@ ucs_status_t transport_test::wait(uct_completion_t *comp, double timeout_s)
 } // namespace cux_test
 
 int ipc_peer_main(int fd);
+int ucp_device_target_main(int fd); /* test_ipc_device_api.cc */
 
 /* test_parity.cc: peer access from GPU0 to GPU1 after a fresh process measured that link. */
 int probe_peer_access();
@@ -484,6 +485,9 @@ int main(int argc, char **argv)
     }
     if ((argc > 2) && !strcmp(argv[1], "--ipc-peer")) {
         return ipc_peer_main(atoi(argv[2]));
+    }
+    if ((argc > 2) && !strcmp(argv[1], "--ucp-device-target")) {
+        return ucp_device_target_main(atoi(argv[2]));
     }
 
     ::testing::InitGoogleTest(&argc, argv);

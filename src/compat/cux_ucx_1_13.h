@@ -92,8 +92,15 @@
 
 #define CUX_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp) UCT_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp)
 
-#define CUX_MD_OPS_VERSION_FIELDS \
+#define CUX_MD_OPS_VERSION_FIELDS(_device) \
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
+
+/* UCX's device API (GPU-initiated transfers) arrived in 1.20: before it, no flag, no ops. */
+#define CUX_UCX_HAS_DEVICE_API 0
+#define CUX_IFACE_FLAG_DEVICE_EP 0
+#define CUX_GET_DEVICE_EP_FUNC(_name, _impl)
+#define CUX_MEM_ELEM_PACK_FUNC(_name, _impl)
+#define CUX_DEVICE_API_DECLS(_device)
 
 #define CUX_COMPONENT_VERSION_FIELDS
 
@@ -114,16 +121,16 @@
 
 /* Internal ops that later releases add: each release header fills its own hook. */
 #define CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) /* connection and reachability slots (1.14+) */
-#define CUX_IFACE_INTERNAL_OPS_LATER /* slots added after 1.16, as each release has them */
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device) /* slots added after 1.16, as each release has them */
 
-#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected) \
+#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected, _device) \
     { \
         .iface_estimate_perf = _estimate_perf, \
         .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
         .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
         .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
         CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) \
-        CUX_IFACE_INTERNAL_OPS_LATER \
+        CUX_IFACE_INTERNAL_OPS_LATER(_device) \
     }
 
 #endif

@@ -85,7 +85,7 @@
     }
 
 #undef CUX_MD_OPS_VERSION_FIELDS
-#define CUX_MD_OPS_VERSION_FIELDS \
+#define CUX_MD_OPS_VERSION_FIELDS(_device) \
     .mem_attach             = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported, \
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
 

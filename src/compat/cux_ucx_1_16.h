@@ -23,7 +23,7 @@
 
 /* is_sockaddr_accessible is gone */
 #undef CUX_MD_OPS_VERSION_FIELDS
-#define CUX_MD_OPS_VERSION_FIELDS \
+#define CUX_MD_OPS_VERSION_FIELDS(_device) \
     .mem_attach = (uct_md_mem_attach_func_t)ucs_empty_function_return_unsupported,
 
 #undef CUX_COMPONENT_VERSION_FIELDS

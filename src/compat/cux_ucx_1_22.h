@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX 1.22: what changed since 1.21. mem_query takes uct_md_mem_attr_v2_t; internal interface ops have
- * iface_query_v2 again (first: every slot moves), ep_get_device_ep and ep_put_sgl_zcopy; ep_check may come with
- * a completion; memory queries, the memory-type cache and UCM events carry memory flags (registrable by a NIC)
+ * iface_query_v2 again (first: every slot moves), ep_get_device_ep and ep_put_sgl_zcopy; the device API's
+ * memory element union is uct_device_mem_elem_t; ep_check may come with a completion; memory queries, the memory-type cache and UCM events carry memory flags (registrable by a NIC)
  * and UCM events the system device; UCX_PLUGIN_PATH. Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_22_H_
@@ -45,10 +45,14 @@
 #undef CUX_EP_KEEPALIVE_CHECK_PARAM
 #define CUX_EP_KEEPALIVE_CHECK_PARAM(_flags, _comp) UCT_EP_KEEPALIVE_CHECK_PARAM(_flags)
 
+/* the device API's element union is renamed */
+#undef CUX_DEVICE_MEM_ELEM_T
+#define CUX_DEVICE_MEM_ELEM_T uct_device_mem_elem_t
+
 #undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER \
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device) \
     .iface_query_v2   = uct_iface_base_query_v2, \
-    .ep_get_device_ep = (uct_ep_get_device_ep_func_t)ucs_empty_function_return_unsupported, \
+    .ep_get_device_ep = (uct_ep_get_device_ep_func_t)_device##_get_device_ep, \
     .ep_put_sgl_zcopy = (uct_ep_put_sgl_zcopy_func_t)ucs_empty_function_return_unsupported,
 
 #endif

@@ -31,15 +31,27 @@
  *   CUX_MKEY_PACK_FUNC(name, impl)              mkey_pack op from impl(md, memh, address, length, rkey_buffer);
  *                                               the buffer being sent, NULL and 0 where the release does not say
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
- *   CUX_MD_OPS_VERSION_FIELDS                   md op slots that exist only in some releases
+ *   CUX_MD_OPS_VERSION_FIELDS(device)           md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases
  *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr, &why),
  *                                               why: a string saying why not (1.18+ pass it to UCP)
  *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
  *   CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp)   ep_check's argument check
- *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected)
+ *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected, device)
  *                                               internal iface ops; connected is CUX_EP_CONNECTED_IF_REACHABLE
  *                                               or CUX_EP_CONNECTED_NEVER (releases that ask endpoints)
+ *
+ * UCX's device API (GPU-initiated transfers, 1.20+). `device` above names a transport's device-API functions
+ * by prefix: PREFIX_get_device_ep and PREFIX_mem_elem_pack, made by the two macros below; cux_no_device for a
+ * transport without (its slots answer UCS_ERR_UNSUPPORTED).
+ *
+ *   CUX_UCX_HAS_DEVICE_API                      0 or 1
+ *   CUX_IFACE_FLAG_DEVICE_EP                    the interface flag (0 before 1.20)
+ *   CUX_GET_DEVICE_EP_FUNC(name, impl)          ep_get_device_ep from impl(tl_ep, void **device_ep_p)
+ *   CUX_MEM_ELEM_PACK_FUNC(name, impl)          the release's element packing (1.20: an interface op into GPU
+ *                                               memory; 1.21+: a memory domain op into host memory) from
+ *                                               impl(memh, rkey, ptrdiff_t *mapped_offset_p)
+ *   CUX_DEVICE_API_DECLS(prefix)                prototypes of PREFIX_get_device_ep and PREFIX_mem_elem_pack
  */
 #ifndef CUX_UCX_COMPAT_H_
 #define CUX_UCX_COMPAT_H_
@@ -104,5 +116,9 @@ typedef struct cux_mem_info {
 #define CUX_UCX_HEADER_(_release) CUX_UCX_STR(cux_ucx_##_release.h)
 #define CUX_UCX_HEADER(_release)  CUX_UCX_HEADER_(_release)
 #include CUX_UCX_HEADER(CUX_UCX_RELEASE)
+
+/* The device-API slots of a transport that has no device API (CUX_IFACE_INTERNAL_OPS_INIT(..., cux_no_device)). */
+#define cux_no_device_get_device_ep ucs_empty_function_return_unsupported
+#define cux_no_device_mem_elem_pack ucs_empty_function_return_unsupported
 
 #endif

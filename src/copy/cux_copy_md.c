@@ -388,7 +388,7 @@ static uct_md_ops_t cux_copy_md_ops = {
     .mem_query          = cux_copy_mem_query,
     .mkey_pack          = cux_copy_mkey_pack,
     .detect_memory_type = cux_copy_detect_memory_type,
-    CUX_MD_OPS_VERSION_FIELDS
+    CUX_MD_OPS_VERSION_FIELDS(cux_no_device)
 };
 
 static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_name,

@@ -5,6 +5,7 @@
 #include "cux_device.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -123,6 +124,23 @@ int cux_device_current(void)
         return -1;
     }
     return (cux_drv.cuCtxGetDevice(&cu_dev) == CUDA_SUCCESS) ? (int)cu_dev : -1;
+}
+
+ucs_status_t cux_device_store(void *dst, const void *src, size_t length)
+{
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+
+    status = cux_device_ctx_enter(ucs_max(cux_device_current(), 0), &guard);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)dst, (CUdeviceptr)src, length, NULL);
+    if (status == UCS_OK) {
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, NULL);
+    }
+    cux_ctx_leave(&guard);
+    return status;
 }
 
 int cux_device_by_uuid(const CUuuid *uuid)

@@ -41,6 +41,10 @@ int cux_device_by_sys_dev(ucs_sys_device_t sys_dev);
  * or -1 when the thread has none. */
 int cux_device_current(void);
 
+/* Copy a few host bytes to GPU memory of the calling thread's device (else device 0), synchronously, in its
+ * primary context: set-up data a kernel reads, such as UCX 1.20's device-API memory elements. */
+ucs_status_t cux_device_store(void *dst, const void *src, size_t length);
+
 /*
  * Make a context current for a short stretch of work and put the caller's back afterwards, also when the
  * caller had none: an application's thread must find its CUDA state as it left it (UCX's own module never

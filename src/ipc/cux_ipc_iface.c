@@ -123,7 +123,8 @@ static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
      * ask for peer error handling. */
     attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
                                     UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
-                                    UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
+                                    UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK |
+                                    CUX_IFACE_FLAG_DEVICE_EP;
     return UCS_OK;
 }
 
@@ -144,7 +145,8 @@ static uct_iface_ops_t cux_ipc_iface_ops = {
 };
 
 static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
-        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_ipc_iface_is_reachable, CUX_EP_CONNECTED_NEVER);
+        CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_ipc_iface_is_reachable, CUX_EP_CONNECTED_NEVER,
+                                    cux_ipc_device);
 
 /* The best link from the caller's GPU to a GPU it can reach (itself included: two processes may share a
  * GPU). The interface is one device for every peer, so it reports its best link; without a measurement,
@@ -198,11 +200,13 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
         ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
                  CUX_BATCH_MAX, self->super.completion.max_batch);
     }
+    cux_ipc_device_eps_init(&self->device_eps);
     return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(cux_ipc_iface_t)
 {
+    cux_ipc_device_eps_cleanup(&self->device_eps);
 }
 
 UCS_CLASS_DEFINE(cux_ipc_iface_t, cux_iface_t);

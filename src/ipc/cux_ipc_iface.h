@@ -8,6 +8,7 @@
 #ifndef CUX_IPC_IFACE_H_
 #define CUX_IPC_IFACE_H_
 
+#include "cux_ipc_device.h"
 #include "cux_ipc_md.h"
 #include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
@@ -25,6 +26,7 @@ typedef struct cux_ipc_iface {
     uint64_t    pid_ns;  /* our PID namespace */
     cux_ipc_proof_mode_t proof; /* what peers must prove (the memory domain's PEER_PROOF) */
     int         get_zcopy;  /* ENABLE_GET_ZCOPY: reads offered to UCP */
+    cux_ipc_device_eps_t device_eps; /* UCX's device API (1.20+) */
 } cux_ipc_iface_t;
 
 #endif

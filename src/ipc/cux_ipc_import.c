@@ -178,32 +178,42 @@ static ucs_status_t cux_ipc_import_attach_device(cux_ipc_unpacked_rkey_t *ukey, 
     return UCS_OK;
 }
 
+ucs_status_t cux_ipc_import_rkey_attach(cux_ipc_unpacked_rkey_t *ukey, void **mapped_base_p)
+{
+    int device = cux_device_current();
+    cux_ipc_region_t *region;
+    ucs_status_t status;
+
+    if (device < 0) {
+        device = ukey->peer_device;
+    }
+    if (device < 0) {
+        ucs_debug("cuda_ipc: no device context current and pid %d's GPU not visible here", ukey->key.pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = cux_ipc_import_attach_device(ukey, device, &region);
+    if (status == UCS_OK) {
+        *mapped_base_p = region->mapped;
+    }
+    return status;
+}
+
 ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle, uint64_t raddr,
                                      void **laddr_p)
 {
     cux_ipc_unpacked_rkey_t *ukey = (cux_ipc_unpacked_rkey_t*)rkey;
-    int device                    = cux_device_current();
-    cux_ipc_region_t *region;
     ucs_status_t status;
+    void *base;
 
     if (!cux_ipc_rkey_covers(&ukey->key, raddr, 1)) {
         ucs_debug("cuda_ipc: rkey_ptr of 0x%" PRIx64 ", outside pid %d's allocation 0x%" PRIx64 "+%" PRIu64,
                   raddr, ukey->key.pid, ukey->key.base, ukey->key.length);
         return UCS_ERR_INVALID_ADDR;
     }
-    if (device < 0) {
-        device = ukey->peer_device;
+    status = cux_ipc_import_rkey_attach(ukey, &base);
+    if (status == UCS_OK) {
+        *laddr_p = UCS_PTR_BYTE_OFFSET(base, raddr - ukey->key.base);
     }
-    if (device < 0) {
-        ucs_debug("cuda_ipc: rkey_ptr with no device context current and pid %d's GPU not visible here",
-                  ukey->key.pid);
-        return UCS_ERR_UNREACHABLE;
-    }
-    status = cux_ipc_import_attach_device(ukey, device, &region);
-    if (status != UCS_OK) {
-        return status;
-    }
-    *laddr_p = UCS_PTR_BYTE_OFFSET(region->mapped, raddr - ukey->key.base);
-    return UCS_OK;
+    return status;
 }
 

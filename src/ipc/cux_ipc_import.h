@@ -17,8 +17,8 @@
 typedef struct cux_ipc_unpacked_rkey {
     cux_ipc_rkey_t    key;
     int               peer_device; /* local ordinal of the device owning the buffer, -1 if not visible here */
-    cux_ipc_region_t **attached;   /* rkey_ptr's mappings, one per local device, held until release; NULL until
-                                      the first rkey_ptr */
+    cux_ipc_region_t **attached;   /* rkey_ptr's and device elements' mappings, one per local device, held until
+                                      release; NULL until the first */
 } cux_ipc_unpacked_rkey_t;
 
 /* Mappings of other processes' memory, shared by every cuda_ipc interface of the process. */
@@ -39,6 +39,10 @@ ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t 
  * first (UCS_ERR_UNREACHABLE), an address outside its allocation is UCS_ERR_INVALID_ADDR. */
 ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle, uint64_t raddr,
                                      void **laddr_p);
+
+/* Where the key's allocation is mapped on the calling thread's device (else the owner's): proven and mapped on
+ * first use, held until the key is released (rkey_ptr's and the device API's memory elements). */
+ucs_status_t cux_ipc_import_rkey_attach(cux_ipc_unpacked_rkey_t *ukey, void **mapped_base_p);
 
 /* The mapping of the key's allocation on a local device, held until cux_ipc_import_put. On a miss the key is
  * proven against the peer (cux_ipc_proof.h) before anything is mapped: UCS_ERR_UNREACHABLE if it fails. */

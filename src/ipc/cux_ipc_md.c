@@ -3,6 +3,7 @@
  * cuda_ipc memory domain: see cux_ipc_md.h.
  */
 #include "cux_ipc_md.h"
+#include "cux_ipc_device.h"
 #include "cux_introspection.h"
 #include "cux_ipc_import.h"
 #include "cux_ipc_key_table.h"
@@ -611,7 +612,7 @@ static uct_md_ops_t cux_ipc_md_ops = {
     .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
     .mkey_pack          = cux_ipc_mkey_pack,
     .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
-    CUX_MD_OPS_VERSION_FIELDS
+    CUX_MD_OPS_VERSION_FIELDS(cux_ipc_device)
 };
 
 static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_name,

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc's host side of UCX's device API (issue 33): what UCP's ucp_device_remote_mem_list_create asks of the
+ * transport. The interface flags device endpoints; an endpoint's device endpoint is the transport's id in GPU
+ * memory, one per GPU; a remote memory element is the offset from the peer's address to its mapping here, the
+ * key proven first and the mapping held until the key is released. The GPU side (kernels putting through them)
+ * runs on the GPU host: contrib/gpu-host-device-api.sh.
+ */
+#include "ipc_transport.h"
+
+#include <cerrno>
+#include <chrono>
+#include <vector>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+extern "C" {
+#include "ipc/cux_ipc_import.h"
+#include "driver/cux_device.h"
+#if CUX_UCX_HAS_DEVICE_API
+#  include <uct/api/device/uct_device_types.h>
+#endif
+}
+#if CUX_UCX_VERNUM >= 122
+#  include <ucp/api/ucp.h>
+#  include <ucp/api/device/ucp_host.h>
+#  include <ucp/api/device/ucp_device_types.h>
+#endif
+
+using namespace cux_test;
+
+namespace {
+
+/* The calling thread's current context for the scope: the device API works on the GPU of that context. */
+class current_device {
+public:
+    explicit current_device(int device) { m_status = cux_device_ctx_enter(device, &m_guard); }
+    ~current_device()
+    {
+        if (m_status == UCS_OK) {
+            cux_ctx_leave(&m_guard);
+        }
+    }
+    ucs_status_t status() const { return m_status; }
+
+private:
+    cux_ctx_guard_t m_guard = {};
+    ucs_status_t    m_status;
+};
+
+} // namespace
+
+TEST_F(ipc_transport, device_endpoints_are_offered_where_ucx_has_the_device_api)
+{
+    uct_iface_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
+#if CUX_UCX_HAS_DEVICE_API
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_DEVICE_EP) << "UCP selects device lanes by this flag";
+#else
+    GTEST_SKIP() << "this UCX (" << CUX_UCX_VERNUM << ") has no device API (120+)";
+#endif
+}
+
+#if CUX_UCX_HAS_DEVICE_API
+
+namespace {
+
+/* The release's element packing: 1.21+ a memory domain op filling host memory (1.20's interface op fills GPU
+ * memory; the GPU host's program covers it). */
+ucs_status_t pack_offset(uct_md_h md, uct_mem_h memh, uct_rkey_t rkey, ptrdiff_t *offset_p)
+{
+#if CUX_UCX_VERNUM >= 121
+    CUX_DEVICE_MEM_ELEM_T elem;
+    memset(&elem, 0xa5, sizeof(elem));
+    ucs_status_t status = uct_md_mem_elem_pack(md, memh, rkey, &elem);
+    *offset_p           = elem.cuda_ipc_md_mem_element.mapped_offset;
+    return status;
+#else
+    (void)md; (void)memh; (void)rkey; (void)offset_p;
+    return UCS_ERR_UNSUPPORTED;
+#endif
+}
+
+} // namespace
+
+TEST_F(ipc_transport, a_device_endpoint_is_the_transports_id_in_gpu_memory_one_per_gpu)
+{
+    uct_device_ep_h dep = nullptr, again = nullptr;
+    {
+        current_device gpu0(0);
+        ASSERT_EQ(UCS_OK, gpu0.status());
+        ASSERT_EQ(UCS_OK, uct_ep_get_device_ep(m_ep, &dep));
+        ASSERT_NE(nullptr, dep);
+        uct_device_ep_t got;
+        raw_copy(&got, dep, sizeof(got));
+        EXPECT_EQ(UCT_DEVICE_TL_CUDA_IPC, got.uct_tl_id) << "UCX's GPU code dispatches on this id";
+        ASSERT_EQ(UCS_OK, uct_ep_get_device_ep(m_ep, &again));
+        EXPECT_EQ(dep, again) << "one per interface and GPU, made once";
+        if (cux_device_count() > 1) {
+            current_device gpu1(1);
+            ASSERT_EQ(UCS_OK, uct_ep_get_device_ep(m_ep, &again));
+            EXPECT_NE(dep, again) << "another GPU's kernels read their own";
+        }
+    }
+    if (cux_device_current() < 0) { /* no context left current on this thread */
+        EXPECT_EQ(UCS_ERR_NO_DEVICE, uct_ep_get_device_ep(m_ep, &again)) << "no GPU to make it for";
+    }
+}
+
+TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_holds_it_until_the_key_goes)
+{
+#if CUX_UCX_VERNUM < 121
+    GTEST_SKIP() << "UCX 1.20 packs elements into GPU memory: the GPU host's device-API program checks them";
+#endif
+    open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
+    start_peer();
+    current_device gpu0(0);
+    ASSERT_EQ(UCS_OK, gpu0.status());
+    auto live = [] { return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations"); };
+    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd, alloc_pool_fd}) {
+        SCOPED_TRACE(kind);
+        const size_t size = 1 << 20;
+        const long before = live();
+        remote_buf rb     = remote_alloc(size, 0, 3, kind);
+        ASSERT_NE(0u, rb.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 61));
+
+        ptrdiff_t offset = 0;
+        ASSERT_EQ(UCS_OK, pack_offset(m_md, nullptr, rb.rkey.rkey, &offset));
+        std::vector<uint8_t> got(4096);
+        raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + 8192 + offset), got.size());
+        auto expect = pattern(61, size);
+        EXPECT_EQ(0, memcmp(got.data(), expect.data() + 8192, got.size())) << "the peer's bytes at address + offset";
+
+        void *ptr = nullptr;
+        ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr, &ptr));
+        EXPECT_EQ((uintptr_t)rb.addr + offset, (uintptr_t)ptr) << "the same mapping rkey_ptr hands out";
+        ptrdiff_t again = 0;
+        ASSERT_EQ(UCS_OK, pack_offset(m_md, nullptr, rb.rkey.rkey, &again));
+        EXPECT_EQ(offset, again);
+        cux_ipc_cache_purge(&cux_ipc_cache);
+        raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + offset), 64);
+        EXPECT_EQ(0, memcmp(got.data(), expect.data(), 64)) << "a purge leaves a mapping an element names";
+
+        remote_free(rb); /* releases the key: its mappings go */
+        EXPECT_EQ(before, live()) << "the key's release gives the mapping back";
+    }
+}
+
+TEST_F(ipc_transport, a_memory_element_of_a_key_the_peer_does_not_hold_is_refused)
+{
+#if CUX_UCX_VERNUM < 121
+    GTEST_SKIP() << "UCX 1.20 packs elements into GPU memory: the GPU host's device-API program checks them";
+#endif
+    start_peer();
+    current_device gpu0(0);
+    ASSERT_EQ(UCS_OK, gpu0.status());
+    remote_buf rb = remote_alloc(1 << 20, 0, 4, alloc_legacy);
+    ASSERT_NE(0u, rb.addr);
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
+    forged.buffer_id ^= 1; /* not a key the peer handed out */
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    ptrdiff_t offset = 0;
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, pack_offset(m_md, nullptr, bundle.rkey, &offset));
+    uct_rkey_release(m_component, &bundle);
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pack_offset(m_md, nullptr, UCT_INVALID_RKEY, &offset))
+        << "neither a key nor a memory handle";
+    buffer local(buf_kind::cuda0, 4096);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), 4096, UCT_MD_MEM_ACCESS_ALL, &memh));
+    offset = 1;
+    EXPECT_EQ(UCS_OK, pack_offset(m_md, memh, UCT_INVALID_RKEY, &offset)) << "a local element";
+    EXPECT_EQ(0, offset) << "a kernel uses its own addresses";
+    uct_md_mem_dereg(m_md, memh);
+    remote_free(rb);
+}
+
+
+/* UCP's own code over ours, as an application calls it (UCX 1.22): ucp_device_remote_mem_list_create selects a
+ * device lane (cuda_ipc, by its flag), takes the device endpoint and packs the element from the peer's key. The
+ * list lands in GPU memory; here it is read back and followed: the endpoint names cuda_ipc, and the element's
+ * address plus offset reaches the bytes the peer wrote. The peer is this binary again (--ucp-device-target). */
+#if CUX_UCX_VERNUM >= 122
+
+namespace {
+
+const size_t device_target_size = 1 << 20;
+const uint64_t device_target_seed = 29;
+
+struct ucp_side {
+    int          fd     = -1;
+    ucp_context_h ctx   = nullptr;
+    ucp_worker_h worker = nullptr;
+    ucp_ep_h     ep     = nullptr;
+
+    bool send(const void *buf, uint64_t len)
+    {
+        return (::send(fd, &len, sizeof(len), 0) == sizeof(len)) && (::send(fd, buf, len, 0) == (ssize_t)len);
+    }
+
+    /* A message, progressing the worker meanwhile (the peer's wire-up may need it). */
+    bool recv(std::vector<char> &out)
+    {
+        uint64_t len = 0;
+        return recv_raw(&len, sizeof(len)) && (out.resize(len), recv_raw(out.data(), len));
+    }
+
+    bool recv_raw(void *buf, size_t len)
+    {
+        char *p = (char*)buf;
+        while (len > 0) {
+            ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
+            if (n > 0) {
+                p += n;
+                len -= n;
+            } else if ((n == 0) || ((errno != EAGAIN) && (errno != EWOULDBLOCK))) {
+                return false;
+            } else if (worker != nullptr) {
+                ucp_worker_progress(worker);
+            }
+        }
+        return true;
+    }
+
+    ucs_status_t flush()
+    {
+        ucp_request_param_t param = {};
+        void *req                 = ucp_ep_flush_nbx(ep, &param);
+        if (UCS_PTR_IS_ERR(req)) {
+            return UCS_PTR_STATUS(req);
+        }
+        ucs_status_t status = UCS_OK;
+        if (req != nullptr) {
+            while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+                ucp_worker_progress(worker);
+            }
+            ucp_request_free(req);
+        }
+        return status;
+    }
+
+    /* Context and worker with the device feature, addresses exchanged, an endpoint wired up. */
+    ucs_status_t open()
+    {
+        ucp_config_t *config;
+        ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucp_config_modify(config, "TLS", "self,sm,cuda_copy,cuda_ipc");
+        /* UCP calls an endpoint remote-connected only after a wire-up exchange, which lanes that all connect to
+         * interfaces (sm, cuda_ipc) never make unless told to resolve the peer's endpoint; device memory lists
+         * answer NOT_CONNECTED until then (UCX 1.22) */
+        ucp_config_modify(config, "RESOLVE_REMOTE_EP_ID", "y");
+        ucp_params_t params = {};
+        params.field_mask   = UCP_PARAM_FIELD_FEATURES;
+        params.features     = UCP_FEATURE_RMA | UCP_FEATURE_DEVICE;
+        status              = ucp_init(&params, config, &ctx);
+        ucp_config_release(config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucp_worker_params_t wp = {};
+        if ((status = ucp_worker_create(ctx, &wp, &worker)) != UCS_OK) {
+            return status;
+        }
+        ucp_address_t *addr;
+        size_t addr_len;
+        if ((status = ucp_worker_get_address(worker, &addr, &addr_len)) != UCS_OK) {
+            return status;
+        }
+        bool sent = send(addr, addr_len);
+        ucp_worker_release_address(worker, addr);
+        std::vector<char> peer;
+        if (!sent || !recv(peer)) {
+            return UCS_ERR_IO_ERROR;
+        }
+        ucp_ep_params_t ep_params = {};
+        ep_params.field_mask      = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+        ep_params.address         = (const ucp_address_t*)peer.data();
+        if ((status = ucp_ep_create(worker, &ep_params, &ep)) != UCS_OK) {
+            return status;
+        }
+        return flush();
+    }
+
+    void close()
+    {
+        if (ep != nullptr) {
+            ucp_request_param_t param = {};
+            param.op_attr_mask        = UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags               = UCP_EP_CLOSE_FLAG_FORCE;
+            void *req                 = ucp_ep_close_nbx(ep, &param);
+            if ((req != nullptr) && !UCS_PTR_IS_ERR(req)) {
+                while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                    ucp_worker_progress(worker);
+                }
+                ucp_request_free(req);
+            }
+        }
+        if (worker != nullptr) {
+            ucp_worker_destroy(worker);
+        }
+        if (ctx != nullptr) {
+            ucp_cleanup(ctx);
+        }
+    }
+};
+
+} // namespace
+
+/* The target: a GPU buffer filled with a pattern, mapped, its key and address sent; then it progresses until told
+ * to stop. Exit status 0 when all went well. */
+int ucp_device_target_main(int fd)
+{
+    current_device gpu0(0);
+    ucp_side side;
+    side.fd = fd;
+    if ((gpu0.status() != UCS_OK) || (side.open() != UCS_OK)) {
+        return 2;
+    }
+    buffer region(buf_kind::cuda0, device_target_size);
+    region.write(pattern(device_target_seed, device_target_size));
+    ucp_mem_map_params_t mp = {};
+    mp.field_mask           = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address              = region.ptr();
+    mp.length               = device_target_size;
+    ucp_mem_h memh;
+    void *rkey_buf;
+    size_t rkey_len;
+    if ((ucp_mem_map(side.ctx, &mp, &memh) != UCS_OK) ||
+        (ucp_rkey_pack(side.ctx, memh, &rkey_buf, &rkey_len) != UCS_OK)) {
+        return 3;
+    }
+    uint64_t base = (uintptr_t)region.ptr();
+    bool sent     = side.send(&base, sizeof(base)) && side.send(rkey_buf, rkey_len);
+    ucp_rkey_buffer_release(rkey_buf);
+    std::vector<char> stop;
+    if (!sent || !side.recv(stop)) { /* progresses until the initiator is done */
+        return 4;
+    }
+    ucp_mem_unmap(side.ctx, memh);
+    side.close();
+    return 0;
+}
+
+TEST_F(ipc_transport, ucp_builds_a_device_memory_list_over_cuda_ipc)
+{
+    if (cux_device_get(0)->sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) {
+        GTEST_SKIP() << "UCP's device lists need the GPU's system device (the mock gives one with MOCK_CUDA_PCI=1)";
+    }
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    pid_t child = fork();
+    if (child == 0) {
+        ::close(sv[0]);
+        std::string fd = std::to_string(sv[1]);
+        /* nothing here tells UCP's memory-type cache of cuMemAlloc memory (ucx-cuda-run says the same) */
+        setenv("UCX_MEMTYPE_CACHE", "n", 1);
+        execl("/proc/self/exe", "cux_gtest", "--ucp-device-target", fd.c_str(), (char*)nullptr);
+        _exit(127);
+    }
+    ::close(sv[1]);
+    current_device gpu0(0);
+    ASSERT_EQ(UCS_OK, gpu0.status());
+    ucp_side side;
+    side.fd = sv[0];
+    ASSERT_EQ(UCS_OK, side.open());
+    std::vector<char> base_msg, rkey_buf;
+    ASSERT_TRUE(side.recv(base_msg) && side.recv(rkey_buf));
+    uint64_t base;
+    memcpy(&base, base_msg.data(), sizeof(base));
+    ucp_rkey_h rkey;
+    ASSERT_EQ(UCS_OK, ucp_ep_rkey_unpack(side.ep, rkey_buf.data(), &rkey));
+
+    ucp_device_mem_list_elem_t elem = {};
+    elem.field_mask   = UCP_DEVICE_MEM_LIST_ELEM_FIELD_EP | UCP_DEVICE_MEM_LIST_ELEM_FIELD_RKEY |
+                        UCP_DEVICE_MEM_LIST_ELEM_FIELD_REMOTE_ADDR;
+    elem.ep           = side.ep;
+    elem.rkey         = rkey;
+    elem.remote_addr  = base + 4096;
+    ucp_device_mem_list_params_t params = {};
+    params.field_mask   = UCP_DEVICE_MEM_LIST_PARAMS_FIELD_ELEMENTS | UCP_DEVICE_MEM_LIST_PARAMS_FIELD_ELEMENT_SIZE |
+                          UCP_DEVICE_MEM_LIST_PARAMS_FIELD_NUM_ELEMENTS | UCP_DEVICE_MEM_LIST_PARAMS_FIELD_WORKER;
+    params.elements     = &elem;
+    params.element_size = sizeof(elem);
+    params.num_elements = 1;
+    params.worker       = side.worker;
+    ucp_device_remote_mem_list_h list = nullptr;
+    ucs_status_t status;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (((status = ucp_device_remote_mem_list_create(&params, &list)) == UCS_ERR_NOT_CONNECTED) &&
+           (std::chrono::steady_clock::now() < deadline)) {
+        ucp_worker_progress(side.worker); /* UCP's answer until the peer has connected back: progress and retry */
+    }
+    EXPECT_EQ(UCS_OK, status) << "UCP found no device lane";
+    if (list != nullptr) {
+        const size_t size = sizeof(ucp_device_remote_mem_list_t) + sizeof(uct_device_remote_mem_elem_t) +
+                            sizeof(uct_device_remote_tl_elem_t);
+        std::vector<uint8_t> host(size);
+        raw_copy(host.data(), list, size); /* the list is in GPU memory, as kernels read it */
+        auto hdr = (const ucp_device_remote_mem_list_t*)host.data();
+        EXPECT_EQ(1u, hdr->length);
+        ASSERT_EQ(1u, hdr->num_lanes) << "one device lane: cuda_ipc";
+        const uct_device_remote_mem_elem_t &e = hdr->mem_elements[0];
+        EXPECT_EQ(base + 4096, e.addr);
+        uct_device_ep_t dep;
+        raw_copy(&dep, e.tl[0].ep, sizeof(dep));
+        EXPECT_EQ(UCT_DEVICE_TL_CUDA_IPC, dep.uct_tl_id);
+        std::vector<uint8_t> got(4096);
+        raw_copy(got.data(), (void*)(uintptr_t)(e.addr + e.tl[0].uct.cuda_ipc_md_mem_element.mapped_offset),
+                 got.size());
+        auto expect = pattern(device_target_seed, device_target_size);
+        EXPECT_EQ(0, memcmp(got.data(), expect.data() + 4096, got.size())) << "the peer's bytes through the element";
+        ucp_device_mem_list_release(list);
+    }
+    ucp_rkey_destroy(rkey);
+    EXPECT_TRUE(side.send("Q", 1));
+    side.close();
+    int wst = 0;
+    ASSERT_EQ(child, waitpid(child, &wst, 0));
+    EXPECT_TRUE(WIFEXITED(wst) && (WEXITSTATUS(wst) == 0)) << "the target's status " << wst;
+}
+#endif
+
+#endif
+
+#if CUX_UCX_VERNUM < 122
+int ucp_device_target_main(int) { return 127; } /* UCP's device memory lists as tested here are 1.22's */
+#endif
