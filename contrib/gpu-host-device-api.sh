@@ -12,6 +12,9 @@
 #    directory; the check compiled against that UCX alone, run through ucx-cuda-run (the plugin path).
 # 3. The device-API gtests on the GPU (host side through UCT and UCP), and --bench timings of the check,
 #    interleaved: ours and UCX's module, each device header.
+# CUX_DEVAPI_DEVICE_CODE_ONLY=1 leaves out 1 and the gtests: the device code alone, ours against UCX's (its
+# cuda_ipc.cuh taken from the source tree), both over our module on the UCX without CUDA: the check, then the
+# timings (the device code is the whole difference: the host side's elements are the same offsets).
 # Inputs in ./gpu-carry: ucx-1.22.0-src.tar.gz (configure generated), the plugin's dist tarball, googletest/,
 # ucx-1.22.0-nocuda-install.tar.gz. Writes $OUT/device-api.txt and $OUT/device-api-logs.tar.gz.
 set -u
@@ -31,7 +34,8 @@ finish() { tar -C "$work" -czf "$out/device-api-logs.tar.gz" logs; say "done: ex
 say "$(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
 tar -C "$work" -xzf "$carry/ucx-1.22.0-src.tar.gz"
 ucx_src="$work/ucx-1.22.0"
-if [ ! -x "$prefix/bin/ucx_info" ]; then
+only_device_code=${CUX_DEVAPI_DEVICE_CODE_ONLY:-0}
+if [ "$only_device_code" != 1 ] && [ ! -x "$prefix/bin/ucx_info" ]; then
     say "building UCX 1.22 with CUDA into $prefix"
     CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC=' \
         "$top/contrib/build-reference-ucx.sh" "$ucx_src" "$prefix" >"$work/logs/ucx-build.log" 2>&1 ||
@@ -56,26 +60,12 @@ build_plugin() {
 }
 tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)"
 plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -n 1)
-build_plugin "$prefix" "$work/build-cuda" & p1=$!
+p1=
+[ "$only_device_code" = 1 ] || { build_plugin "$prefix" "$work/build-cuda" & p1=$!; }
 build_plugin "$nocuda" "$work/build-nocuda" & p2=$!
-wait $p1 || { cp "$work"/build-cuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX with CUDA)"; }
+[ -z "$p1" ] || wait $p1 || { cp "$work"/build-cuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX with CUDA)"; }
 wait $p2 || { cp "$work"/build-nocuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX without CUDA)"; }
 grep -h 'device header' "$work"/build-*/configure.log | tee -a "$report"
-
-# the check, against a UCX's headers (extra include directories first)
-check_src="$plugin_src/test/device/cux_device_api_check.cu"
-compile() {
-    local name=$1 ucx=$2; shift 2
-    /usr/local/cuda/bin/nvcc -std=c++17 -O2 -arch=sm_90 "$@" -I"$ucx/include" "$check_src" -o "$work/$name" \
-        -L"$ucx/lib" -lucp -lucs -Xlinker -rpath -Xlinker "$ucx/lib" >"$work/logs/nvcc-$name.log" 2>&1 ||
-        failed "nvcc $name"
-}
-compile check-ucxhdr "$prefix" &
-compile check-ourhdr "$prefix" -I"$plugin_src/include" &
-wait
-(cd "$work/build-nocuda" && make install >install.log 2>&1) || failed "make install (UCX without CUDA)"
-ls -l "$nocuda/include/uct/cuda/cuda_ipc/" >>"$report" 2>&1
-compile check-plugin "$nocuda"
 
 run_check() { # label, command...
     local label=$1; shift
@@ -86,6 +76,45 @@ run_check() { # label, command...
     grep -E '^FAIL' "$log" | head -n 5 >>"$report"
     [ $r -eq 0 ] || rc=1
 }
+bench_lines() {
+    for f in "$work"/logs/check-bench_*.log; do
+        echo "### $(basename "$f")" >>"$report"
+        grep '^bench' "$f" >>"$report"
+    done
+}
+
+# the check, against a UCX's headers (extra include directories first)
+check_src="$plugin_src/test/device/cux_device_api_check.cu"
+compile() {
+    local name=$1 ucx=$2; shift 2
+    /usr/local/cuda/bin/nvcc -std=c++17 -O2 -arch=sm_90 "$@" -I"$ucx/include" "$check_src" -o "$work/$name" \
+        -L"$ucx/lib" -lucp -lucs -Xlinker -rpath -Xlinker "$ucx/lib" >"$work/logs/nvcc-$name.log" 2>&1 ||
+        failed "nvcc $name"
+}
+(cd "$work/build-nocuda" && make install >install.log 2>&1) || failed "make install (UCX without CUDA)"
+ls -l "$nocuda/include/uct/cuda/cuda_ipc/" >>"$report" 2>&1
+if [ "$only_device_code" = 1 ]; then
+    mkdir -p "$work/ucx-device/uct/cuda/cuda_ipc"
+    cp "$ucx_src/src/uct/cuda/cuda_ipc/cuda_ipc.cuh" "$work/ucx-device/uct/cuda/cuda_ipc/"
+    compile check-ucxcode "$nocuda" -I"$work/ucx-device" &
+    compile check-plugin "$nocuda" &
+    wait
+    plugin_run="$work/build-nocuda/ucx-cuda-run"
+    run_check "UCX's device code, our module (plugin path)" "$plugin_run" "$work/check-ucxcode"
+    run_check "our device code, our module (plugin path)" "$plugin_run" "$work/check-plugin"
+    say "timings (--bench), interleaved, 2 rounds"
+    for round in 1 2; do
+        run_check "bench $round: UCX's device code" "$plugin_run" "$work/check-ucxcode" --bench
+        run_check "bench $round: our device code" "$plugin_run" "$work/check-plugin" --bench
+    done
+    bench_lines
+    finish
+fi
+compile check-ucxhdr "$prefix" &
+compile check-ourhdr "$prefix" -I"$plugin_src/include" &
+compile check-plugin "$nocuda" &
+wait
+
 ours_in_place() { cp "$work/build-cuda/.libs/libuct_cuda.so.0" "$prefix/lib/ucx/libuct_cuda.so.0"; }
 ucx_in_place() { cp "$prefix/reference-module/libuct_cuda.so.0" "$prefix/lib/ucx/libuct_cuda.so.0"; }
 
@@ -115,9 +144,6 @@ for round in 1 2; do
     ours_in_place
     run_check "bench $round: ours, our header" "$work/check-ourhdr" --bench
 done
-for f in "$work"/logs/check-bench_*.log; do
-    echo "### $(basename "$f")" >>"$report"
-    grep '^bench' "$f" >>"$report"
-done
+bench_lines
 ucx_in_place
 finish

@@ -142,7 +142,8 @@ std::vector<put_case> put_cases()
 {
     std::vector<put_case> v;
     const size_t lengths[] = {1, 3, 8, 15, 16, 17, 64, 100, 511, 4096, 4099, 65536 + 7, 1u << 20, (3u << 20) + 5};
-    const size_t offs[][2] = {{0, 0}, {1, 1}, {8, 0}, {3, 5}, {16, 32}, {4, 12}, {7, 129}};
+    /* src and dst agreeing modulo 16, 8, 4, 2 and nothing */
+    const size_t offs[][2] = {{0, 0}, {1, 1}, {8, 0}, {3, 5}, {16, 32}, {4, 12}, {7, 129}, {2, 6}, {1, 4}};
     for (size_t len : lengths) {
         for (auto &o : offs) {
             v.push_back({o[0], o[1], len});
