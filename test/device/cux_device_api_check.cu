@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -245,30 +246,32 @@ unsigned level_threads(ucs_device_level_t l)
     return (l == UCS_DEVICE_LEVEL_THREAD) ? 1 : (l == UCS_DEVICE_LEVEL_WARP) ? 32 : 256;
 }
 
+/* Calls launch(std::integral_constant<ucs_device_level_t, L>) for the level l names: kernels are templates of it. */
+template<typename F> void at_level(ucs_device_level_t l, F launch)
+{
+    if (l == UCS_DEVICE_LEVEL_THREAD) {
+        launch(std::integral_constant<ucs_device_level_t, UCS_DEVICE_LEVEL_THREAD>());
+    } else if (l == UCS_DEVICE_LEVEL_WARP) {
+        launch(std::integral_constant<ucs_device_level_t, UCS_DEVICE_LEVEL_WARP>());
+    } else {
+        launch(std::integral_constant<ucs_device_level_t, UCS_DEVICE_LEVEL_BLOCK>());
+    }
+}
+
 void launch_put(ucs_device_level_t l, ucp_device_local_mem_list_h local, ucp_device_remote_mem_list_h remote,
                 put_case c, int signal, ucs_status_t *status)
 {
-    unsigned t = level_threads(l);
-    if (l == UCS_DEVICE_LEVEL_THREAD) {
-        put_kernel<UCS_DEVICE_LEVEL_THREAD><<<1, t>>>(local, remote, c, signal, status);
-    } else if (l == UCS_DEVICE_LEVEL_WARP) {
-        put_kernel<UCS_DEVICE_LEVEL_WARP><<<1, t>>>(local, remote, c, signal, status);
-    } else {
-        put_kernel<UCS_DEVICE_LEVEL_BLOCK><<<1, t>>>(local, remote, c, signal, status);
-    }
+    at_level(l, [&](auto level) {
+        put_kernel<decltype(level)::value><<<1, level_threads(l)>>>(local, remote, c, signal, status);
+    });
 }
 
 void launch_many(ucs_device_level_t l, ucp_device_local_mem_list_h local, ucp_device_remote_mem_list_h remote,
                  size_t length, unsigned count, ucs_status_t *status)
 {
-    unsigned t = level_threads(l);
-    if (l == UCS_DEVICE_LEVEL_THREAD) {
-        many_puts_kernel<UCS_DEVICE_LEVEL_THREAD><<<1, t>>>(local, remote, length, count, status);
-    } else if (l == UCS_DEVICE_LEVEL_WARP) {
-        many_puts_kernel<UCS_DEVICE_LEVEL_WARP><<<1, t>>>(local, remote, length, count, status);
-    } else {
-        many_puts_kernel<UCS_DEVICE_LEVEL_BLOCK><<<1, t>>>(local, remote, length, count, status);
-    }
+    at_level(l, [&](auto level) {
+        many_puts_kernel<decltype(level)::value><<<1, level_threads(l)>>>(local, remote, length, count, status);
+    });
 }
 
 const ucs_device_level_t levels[] = {UCS_DEVICE_LEVEL_THREAD, UCS_DEVICE_LEVEL_WARP, UCS_DEVICE_LEVEL_BLOCK};
