@@ -63,7 +63,8 @@ plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -n 1)
 p1=
 [ "$only_device_code" = 1 ] || { build_plugin "$prefix" "$work/build-cuda" & p1=$!; }
 build_plugin "$nocuda" "$work/build-nocuda" & p2=$!
-[ -z "$p1" ] || wait $p1 || { cp "$work"/build-cuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX with CUDA)"; }
+[ -z "$p1" ] || wait $p1 ||
+    { cp "$work"/build-cuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX with CUDA)"; }
 wait $p2 || { cp "$work"/build-nocuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX without CUDA)"; }
 grep -h 'device header' "$work"/build-*/configure.log | tee -a "$report"
 
@@ -130,9 +131,9 @@ run_check "plugin path: UCX without CUDA, ours installed, through ucx-cuda-run" 
 
 say "device-API gtests on the GPU (UCX 1.22 with CUDA, our module linked in)"
 ours_in_place
-(cd "$work/build-cuda" && CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 UCX_MODULES=^cuda \
-    GTEST_FILTER='ipc_transport.*device*:ipc_transport.a_memory_element*:ipc_transport.ucp_builds*:ipc_transport.rkey_ptr*' timeout -k 5 180 test/cux_gtest >"$work/logs/gtest-device.log" 2>&1) ||
-    failed "device gtests"
+device_tests='ipc_transport.*device*:ipc_transport.a_memory_element*:ipc_transport.ucp_builds*:ipc_transport.rkey_ptr*'
+(cd "$work/build-cuda" && CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 UCX_MODULES=^cuda GTEST_FILTER=$device_tests \
+    timeout -k 5 180 test/cux_gtest >"$work/logs/gtest-device.log" 2>&1) || failed "device gtests"
 grep -E '^\[  (PASSED|FAILED|SKIPPED) |OK \]|FAILED  \]' "$work/logs/gtest-device.log" | tail -n 12 >>"$report"
 
 say "timings (--bench), interleaved, 2 rounds"

@@ -2,8 +2,9 @@
 /*
  * UCX 1.22: what changed since 1.21. mem_query takes uct_md_mem_attr_v2_t; internal interface ops have
  * iface_query_v2 again (first: every slot moves), ep_get_device_ep and ep_put_sgl_zcopy; the device API's
- * memory element union is uct_device_mem_elem_t; ep_check may come with a completion; memory queries, the memory-type cache and UCM events carry memory flags (registrable by a NIC)
- * and UCM events the system device; UCX_PLUGIN_PATH. Included by cux_ucx_compat.h only.
+ * memory element union is uct_device_mem_elem_t; ep_check may come with a completion; memory queries, the
+ * memory-type cache and UCM events carry memory flags (registrable by a NIC) and UCM events the system device;
+ * UCX_PLUGIN_PATH. Included by cux_ucx_compat.h only.
  */
 #ifndef CUX_UCX_1_22_H_
 #define CUX_UCX_1_22_H_
