@@ -65,21 +65,49 @@ TEST_F(ipc_transport, device_endpoints_are_offered_where_ucx_has_the_device_api)
 
 namespace {
 
-/* The release's element packing: 1.21+ a memory domain op filling host memory (1.20's interface op fills GPU
- * memory; the GPU host's program covers it). */
-ucs_status_t pack_offset(uct_md_h md, uct_mem_h memh, uct_rkey_t rkey, ptrdiff_t *offset_p)
-{
-#if CUX_UCX_VERNUM >= 121
-    CUX_DEVICE_MEM_ELEM_T elem;
-    memset(&elem, 0xa5, sizeof(elem));
-    ucs_status_t status = uct_md_mem_elem_pack(md, memh, rkey, &elem);
-    *offset_p           = elem.cuda_ipc_md_mem_element.mapped_offset;
-    return status;
-#else
-    (void)md; (void)memh; (void)rkey; (void)offset_p;
-    return UCS_ERR_UNSUPPORTED;
+/* An element packed by the release's op: 1.20 an interface op filling GPU memory, 1.21+ a memory domain op
+ * filling host memory; 1.23+ hands back a release handle, given back here at the end. */
+class device_elem {
+public:
+    device_elem(uct_md_h md, uct_iface_h iface, uct_mem_h memh, uct_rkey_t rkey) : m_md(md)
+    {
+#if CUX_UCX_VERNUM == 120
+        buffer gpu(buf_kind::cuda0, sizeof(offset));
+        status = uct_iface_mem_element_pack(iface, memh, rkey, (uct_device_mem_element_t*)gpu.ptr());
+        raw_copy(&offset, gpu.ptr(), sizeof(offset));
+#elif CUX_UCX_VERNUM >= 121
+        CUX_DEVICE_MEM_ELEM_T elem;
+        memset(&elem, 0xa5, sizeof(elem));
+#  if CUX_UCX_VERNUM >= 123
+        status = uct_md_mem_elem_pack(md, memh, rkey, &elem, &m_release);
+#  else
+        status = uct_md_mem_elem_pack(md, memh, rkey, &elem);
+#  endif
+        offset = elem.cuda_ipc_md_mem_element.mapped_offset;
 #endif
-}
+        (void)iface;
+    }
+    ~device_elem() { release(); }
+    device_elem(const device_elem &) = delete;
+    device_elem &operator=(const device_elem &) = delete;
+
+    void release()
+    {
+#if CUX_UCX_VERNUM >= 123
+        if ((status == UCS_OK) && (m_release != nullptr)) {
+            uct_md_mem_elem_release(m_md, m_release);
+        }
+#endif
+        m_release = nullptr;
+    }
+
+    ucs_status_t status = UCS_ERR_UNSUPPORTED;
+    ptrdiff_t    offset = 0;
+
+private:
+    uct_md_h m_md;
+    void     *m_release = nullptr;
+};
 
 } // namespace
 
@@ -107,11 +135,8 @@ TEST_F(ipc_transport, a_device_endpoint_is_the_transports_id_in_gpu_memory_one_p
     }
 }
 
-TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_holds_it_until_the_key_goes)
+TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_keeps_it_mapped_while_in_use)
 {
-#if CUX_UCX_VERNUM < 121
-    GTEST_SKIP() << "UCX 1.20 packs elements into GPU memory: the GPU host's device-API program checks them";
-#endif
     open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
     start_peer();
     current_device gpu0(0);
@@ -125,8 +150,9 @@ TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_holds_it
         ASSERT_NE(0u, rb.addr);
         ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 61));
 
-        ptrdiff_t offset = 0;
-        ASSERT_EQ(UCS_OK, pack_offset(m_md, nullptr, rb.rkey.rkey, &offset));
+        device_elem elem(m_md, m_iface, nullptr, rb.rkey.rkey);
+        ASSERT_EQ(UCS_OK, elem.status);
+        const ptrdiff_t offset = elem.offset;
         std::vector<uint8_t> got(4096);
         raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + 8192 + offset), got.size());
         auto expect = pattern(61, size);
@@ -135,13 +161,15 @@ TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_holds_it
         void *ptr = nullptr;
         ASSERT_EQ(UCS_OK, uct_rkey_ptr(m_component, &rb.rkey, rb.addr, &ptr));
         EXPECT_EQ((uintptr_t)rb.addr + offset, (uintptr_t)ptr) << "the same mapping rkey_ptr hands out";
-        ptrdiff_t again = 0;
-        ASSERT_EQ(UCS_OK, pack_offset(m_md, nullptr, rb.rkey.rkey, &again));
-        EXPECT_EQ(offset, again);
+        device_elem again(m_md, m_iface, nullptr, rb.rkey.rkey);
+        ASSERT_EQ(UCS_OK, again.status);
+        EXPECT_EQ(offset, again.offset);
         cux_ipc_cache_purge(&cux_ipc_cache);
         raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + offset), 64);
         EXPECT_EQ(0, memcmp(got.data(), expect.data(), 64)) << "a purge leaves a mapping an element names";
 
+        elem.release();
+        again.release();
         remote_free(rb); /* releases the key: its mappings go */
         EXPECT_EQ(before, live()) << "the key's release gives the mapping back";
     }
@@ -149,9 +177,6 @@ TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_holds_it
 
 TEST_F(ipc_transport, a_memory_element_of_a_key_the_peer_does_not_hold_is_refused)
 {
-#if CUX_UCX_VERNUM < 121
-    GTEST_SKIP() << "UCX 1.20 packs elements into GPU memory: the GPU host's device-API program checks them";
-#endif
     start_peer();
     current_device gpu0(0);
     ASSERT_EQ(UCS_OK, gpu0.status());
@@ -162,22 +187,54 @@ TEST_F(ipc_transport, a_memory_element_of_a_key_the_peer_does_not_hold_is_refuse
     cux_ipc_rkey_seal(&forged);
     uct_rkey_bundle_t bundle;
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
-    ptrdiff_t offset = 0;
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, pack_offset(m_md, nullptr, bundle.rkey, &offset));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, device_elem(m_md, m_iface, nullptr, bundle.rkey).status);
     uct_rkey_release(m_component, &bundle);
 
-    EXPECT_EQ(UCS_ERR_INVALID_PARAM, pack_offset(m_md, nullptr, UCT_INVALID_RKEY, &offset))
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, device_elem(m_md, m_iface, nullptr, UCT_INVALID_RKEY).status)
         << "neither a key nor a memory handle";
     buffer local(buf_kind::cuda0, 4096);
     uct_mem_h memh;
     ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, local.ptr(), 4096, UCT_MD_MEM_ACCESS_ALL, &memh));
-    offset = 1;
-    EXPECT_EQ(UCS_OK, pack_offset(m_md, memh, UCT_INVALID_RKEY, &offset)) << "a local element";
-    EXPECT_EQ(0, offset) << "a kernel uses its own addresses";
+    {
+        device_elem elem(m_md, m_iface, memh, UCT_INVALID_RKEY);
+        EXPECT_EQ(UCS_OK, elem.status) << "a local element";
+        EXPECT_EQ(0, elem.offset) << "a kernel uses its own addresses";
+    }
     uct_md_mem_dereg(m_md, memh);
     remote_free(rb);
 }
 
+
+/* UCX 1.23: an element holds its own mapping, released with the element (UCP releases a device memory list's
+ * elements when the list goes, which may be after the application released the key). */
+TEST_F(ipc_transport, a_memory_element_outlives_its_key_until_it_is_released)
+{
+#if CUX_UCX_VERNUM < 123
+    GTEST_SKIP() << "before UCX 1.23 an element has no release: it lives as long as its key";
+#endif
+    open_md({{"CACHE", "n"}});
+    start_peer();
+    current_device gpu0(0);
+    ASSERT_EQ(UCS_OK, gpu0.status());
+    auto live = [] { return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations"); };
+    const size_t size = 1 << 20;
+    const long before = live();
+    remote_buf rb     = remote_alloc(size, 0, 8, alloc_vmm_fd);
+    ASSERT_NE(0u, rb.addr);
+    ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 67));
+    device_elem elem(m_md, m_iface, nullptr, rb.rkey.rkey);
+    ASSERT_EQ(UCS_OK, elem.status);
+    uct_rkey_release(m_component, &rb.rkey); /* the key goes first */
+    std::vector<uint8_t> got(4096);
+    raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + elem.offset), got.size());
+    auto expect = pattern(67, size);
+    EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the element's mapping outlived the key";
+    elem.release();
+    EXPECT_EQ(before, live()) << "the element's release gives the mapping back";
+    peer_msg fr = {};
+    fr.op = peer_op::free; fr.a = rb.addr;
+    EXPECT_EQ(UCS_OK, m_peer->call(fr).status);
+}
 
 /* UCP's own code over ours, as an application calls it (UCX 1.22): ucp_device_remote_mem_list_create selects a
  * device lane (cuda_ipc, by its flag), takes the device endpoint and packs the element from the peer's key. The

@@ -100,6 +100,7 @@
 #define CUX_IFACE_FLAG_DEVICE_EP 0
 #define CUX_GET_DEVICE_EP_FUNC(_name, _impl)
 #define CUX_MEM_ELEM_PACK_FUNC(_name, _impl)
+#define CUX_MEM_ELEM_RELEASE_FUNC(_name, _impl)
 #define CUX_DEVICE_API_DECLS(_device)
 
 #define CUX_COMPONENT_VERSION_FIELDS

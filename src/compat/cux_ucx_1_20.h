@@ -27,7 +27,7 @@
     ucs_status_t _name(uct_iface_h tl_iface, uct_mem_h memh, uct_rkey_t rkey, uct_device_mem_element_t *elem) \
     { \
         ptrdiff_t offset; \
-        ucs_status_t status = _impl(memh, rkey, &offset); \
+        ucs_status_t status = _impl(memh, rkey, &offset, NULL); \
         return (status == UCS_OK) ? cux_device_store(elem, &offset, sizeof(offset)) : status; \
     }
 

@@ -21,7 +21,7 @@
 #define CUX_MEM_ELEM_PACK_FUNC(_name, _impl) \
     ucs_status_t _name(uct_md_h md, uct_mem_h memh, uct_rkey_t rkey, CUX_DEVICE_MEM_ELEM_T *elem) \
     { \
-        return _impl(memh, rkey, &elem->cuda_ipc_md_mem_element.mapped_offset); \
+        return _impl(memh, rkey, &elem->cuda_ipc_md_mem_element.mapped_offset, NULL); \
     }
 
 #undef CUX_DEVICE_API_DECLS

@@ -50,8 +50,12 @@
  *   CUX_GET_DEVICE_EP_FUNC(name, impl)          ep_get_device_ep from impl(tl_ep, void **device_ep_p)
  *   CUX_MEM_ELEM_PACK_FUNC(name, impl)          the release's element packing (1.20: an interface op into GPU
  *                                               memory; 1.21+: a memory domain op into host memory) from
- *                                               impl(memh, rkey, ptrdiff_t *mapped_offset_p)
- *   CUX_DEVICE_API_DECLS(prefix)                prototypes of PREFIX_get_device_ep and PREFIX_mem_elem_pack
+ *                                               impl(memh, rkey, ptrdiff_t *mapped_offset_p, void **release_p);
+ *                                               release_p is NULL where the release has no element release
+ *                                               (before 1.23: the element lives as long as its key)
+ *   CUX_MEM_ELEM_RELEASE_FUNC(name, impl)       the element release (1.23+) from void impl(void *release_handle)
+ *   CUX_DEVICE_API_DECLS(prefix)                prototypes of PREFIX_get_device_ep, PREFIX_mem_elem_pack and
+ *                                               (1.23+) PREFIX_mem_elem_release
  */
 #ifndef CUX_UCX_COMPAT_H_
 #define CUX_UCX_COMPAT_H_
@@ -120,5 +124,6 @@ typedef struct cux_mem_info {
 /* The device-API slots of a transport that has no device API (CUX_IFACE_INTERNAL_OPS_INIT(..., cux_no_device)). */
 #define cux_no_device_get_device_ep ucs_empty_function_return_unsupported
 #define cux_no_device_mem_elem_pack ucs_empty_function_return_unsupported
+#define cux_no_device_mem_elem_release ucs_empty_function
 
 #endif

@@ -138,12 +138,43 @@ ucs_status_t cux_ipc_import_rkey_release(uct_component_t *component, uct_rkey_t 
     return UCS_OK;
 }
 
+/* A mapping of the key's allocation on a device, with no endpoint: the peer is found from the key. */
+static ucs_status_t cux_ipc_import_get_for_key(const cux_ipc_unpacked_rkey_t *ukey, int device,
+                                               cux_ipc_region_t **region_p)
+{
+    cux_ipc_peer_t peer;
+    ucs_status_t status;
+
+    status = cux_ipc_peer_open_for_key(&peer, &ukey->key);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = cux_ipc_import_get(ukey, device, &peer, region_p);
+    cux_ipc_peer_close(&peer);
+    return status;
+}
+
+/* The calling thread's device, else the one that owns the allocation. */
+static ucs_status_t cux_ipc_import_key_device(const cux_ipc_unpacked_rkey_t *ukey, int *device_p)
+{
+    int device = cux_device_current();
+
+    if (device < 0) {
+        device = ukey->peer_device;
+    }
+    if (device < 0) {
+        ucs_debug("cuda_ipc: no device context current and pid %d's GPU not visible here", ukey->key.pid);
+        return UCS_ERR_UNREACHABLE;
+    }
+    *device_p = device;
+    return UCS_OK;
+}
+
 /* The mapping rkey_ptr hands out on a device, made once per key and device; racing threads keep the first. */
 static ucs_status_t cux_ipc_import_attach_device(cux_ipc_unpacked_rkey_t *ukey, int device,
                                                  cux_ipc_region_t **region_p)
 {
     cux_ipc_region_t **attached = ukey->attached, *region;
-    cux_ipc_peer_t peer;
     ucs_status_t status;
 
     if (attached == NULL) {
@@ -159,12 +190,7 @@ static ucs_status_t cux_ipc_import_attach_device(cux_ipc_unpacked_rkey_t *ukey, 
     }
     region = __atomic_load_n(&attached[device], __ATOMIC_ACQUIRE);
     if (region == NULL) {
-        status = cux_ipc_peer_open_for_key(&peer, &ukey->key);
-        if (status != UCS_OK) {
-            return status;
-        }
-        status = cux_ipc_import_get(ukey, device, &peer, &region);
-        cux_ipc_peer_close(&peer);
+        status = cux_ipc_import_get_for_key(ukey, device, &region);
         if (status != UCS_OK) {
             return status;
         }
@@ -180,22 +206,27 @@ static ucs_status_t cux_ipc_import_attach_device(cux_ipc_unpacked_rkey_t *ukey, 
 
 ucs_status_t cux_ipc_import_rkey_attach(cux_ipc_unpacked_rkey_t *ukey, void **mapped_base_p)
 {
-    int device = cux_device_current();
     cux_ipc_region_t *region;
     ucs_status_t status;
+    int device;
 
-    if (device < 0) {
-        device = ukey->peer_device;
+    status = cux_ipc_import_key_device(ukey, &device);
+    if (status == UCS_OK) {
+        status = cux_ipc_import_attach_device(ukey, device, &region);
     }
-    if (device < 0) {
-        ucs_debug("cuda_ipc: no device context current and pid %d's GPU not visible here", ukey->key.pid);
-        return UCS_ERR_UNREACHABLE;
-    }
-    status = cux_ipc_import_attach_device(ukey, device, &region);
     if (status == UCS_OK) {
         *mapped_base_p = region->mapped;
     }
     return status;
+}
+
+ucs_status_t cux_ipc_import_rkey_hold(const cux_ipc_unpacked_rkey_t *ukey, cux_ipc_region_t **region_p)
+{
+    ucs_status_t status;
+    int device;
+
+    status = cux_ipc_import_key_device(ukey, &device);
+    return (status == UCS_OK) ? cux_ipc_import_get_for_key(ukey, device, region_p) : status;
 }
 
 ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey, void *handle, uint64_t raddr,

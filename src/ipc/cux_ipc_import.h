@@ -44,6 +44,10 @@ ucs_status_t cux_ipc_import_rkey_ptr(uct_component_t *component, uct_rkey_t rkey
  * first use, held until the key is released (rkey_ptr's and the device API's memory elements). */
 ucs_status_t cux_ipc_import_rkey_attach(cux_ipc_unpacked_rkey_t *ukey, void **mapped_base_p);
 
+/* The same mapping, held apart from the key until cux_ipc_import_put (UCX 1.23's device memory elements, which
+ * may outlive their key). */
+ucs_status_t cux_ipc_import_rkey_hold(const cux_ipc_unpacked_rkey_t *ukey, cux_ipc_region_t **region_p);
+
 /* The mapping of the key's allocation on a local device, held until cux_ipc_import_put. On a miss the key is
  * proven against the peer (cux_ipc_proof.h) before anything is mapped: UCS_ERR_UNREACHABLE if it fails. */
 ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
