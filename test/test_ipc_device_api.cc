@@ -205,6 +205,40 @@ TEST_F(ipc_transport, a_memory_element_of_a_key_the_peer_does_not_hold_is_refuse
 }
 
 
+/* Item 2 of issue 33: kernels built against the installed UCX's headers (a UCX without CUDA has no cuda_ipc.cuh of
+ * its own) find ours through UCX's dispatch, with the signatures it calls, at every level. Needs nvcc. */
+TEST(ipc_device_header, kernels_built_against_the_installed_ucx_find_ours_through_its_dispatch)
+{
+#if CUX_UCX_VERNUM < 121
+    GTEST_SKIP() << "UCX 1.20's device code has other signatures: our header serves 1.21+";
+#else
+    const char *cuda_home = getenv("CUDA_HOME");
+    std::string nvcc      = std::string(cuda_home ? cuda_home : "/usr/local/cuda") + "/bin/nvcc";
+    if (access(nvcc.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no nvcc at " << nvcc;
+    }
+    std::string ucx_inc = std::string(CUX_TEST_UCX_PREFIX) + "/include";
+    if (access((ucx_inc + "/uct/api/device/uct_device_impl.h").c_str(), R_OK) != 0) {
+        GTEST_SKIP() << "the installed UCX has no device API headers in " << ucx_inc;
+    }
+#  define CUX_STRINGIFY_(_x) #_x
+#  define CUX_STRINGIFY(_x)  CUX_STRINGIFY_(_x)
+    std::string out = std::string(CUX_TEST_BUILDDIR) + "/test/cux_device_header_check.o";
+    std::string cmd = nvcc + " -std=c++17 -arch=sm_90 -I" + source_path("include") + " -I" + ucx_inc +
+                      " -DELEM_T=" CUX_STRINGIFY(CUX_DEVICE_MEM_ELEM_T) " -c " +
+                      source_path("test/device/cux_device_header_check.cu") + " -o " + out + " 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    ASSERT_NE(nullptr, p);
+    std::string output;
+    char line[512];
+    while (fgets(line, sizeof(line), p) != nullptr) {
+        output += line;
+    }
+    EXPECT_EQ(0, pclose(p)) << cmd << "\n" << output;
+    unlink(out.c_str());
+#endif
+}
+
 /* UCX 1.23: an element holds its own mapping, released with the element (UCP releases a device memory list's
  * elements when the list goes, which may be after the application released the key). */
 TEST_F(ipc_transport, a_memory_element_outlives_its_key_until_it_is_released)
