@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Issue 36, item 1: what the driver does for two processes in different PID namespaces (as two containers
+ * without a shared PID namespace), before any design. One process exports GPU memory, the other imports it;
+ * one of the two runs in its own PID and mount namespaces (unshare, as root), both see the GPU:
+ *   - a legacy IPC handle (cuIpcGetMemHandle: it carries the exporter's pid) opened by the importer;
+ *   - a VMM allocation's POSIX descriptor passed over a UNIX socket (SCM_RIGHTS) and imported.
+ * Each import's driver result and a check of every byte are printed, both ways round (the importer in the
+ * namespace, then the exporter). Not a test: a measurement for the GPU host (the mock answers as the driver
+ * might, not as it does).
+ *
+ *   bench/cux_pidns_probe            (root; CUX_DRIVER_PATH as for the module)
+ */
+#define _GNU_SOURCE
+#include "driver/cux_device.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROBE_SIZE (2u << 20)
+
+static int probe_send(int sock, const void *buf, size_t len, int fd)
+{
+    char control[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov                      = {.iov_base = (void*)buf, .iov_len = len};
+    struct msghdr msg                     = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cmsg;
+
+    if (fd >= 0) {
+        msg.msg_control    = control;
+        msg.msg_controllen = sizeof(control);
+        cmsg               = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level   = SOL_SOCKET;
+        cmsg->cmsg_type    = SCM_RIGHTS;
+        cmsg->cmsg_len     = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+    }
+    return (sendmsg(sock, &msg, 0) == (ssize_t)len) ? 0 : -1;
+}
+
+static int probe_recv(int sock, void *buf, size_t len, int *fd_p)
+{
+    char control[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov                      = {.iov_base = buf, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
+    struct cmsghdr *cmsg;
+
+    if (recvmsg(sock, &msg, MSG_WAITALL) != (ssize_t)len) {
+        return -1;
+    }
+    cmsg = CMSG_FIRSTHDR(&msg);
+    if (fd_p != NULL) {
+        *fd_p = ((cmsg != NULL) && (cmsg->cmsg_type == SCM_RIGHTS)) ? *(int*)CMSG_DATA(cmsg) : -1;
+    }
+    return 0;
+}
+
+static unsigned char probe_byte(size_t i, unsigned seed)
+{
+    return (unsigned char)((i * 131u + seed) ^ (i >> 9));
+}
+
+static CUresult probe_fill(CUdeviceptr p, unsigned seed)
+{
+    static unsigned char host[PROBE_SIZE];
+    CUresult res;
+    size_t i;
+
+    for (i = 0; i < PROBE_SIZE; ++i) {
+        host[i] = probe_byte(i, seed);
+    }
+    res = cux_drv.cuMemcpyAsync(p, (CUdeviceptr)host, PROBE_SIZE, NULL);
+    return (res == CUDA_SUCCESS) ? cux_drv.cuStreamSynchronize(NULL) : res;
+}
+
+/* "data ok", or how many bytes differ */
+static const char *probe_check(CUdeviceptr p, unsigned seed, char *what, size_t size)
+{
+    static unsigned char host[PROBE_SIZE];
+    size_t i, wrong = 0;
+
+    if ((cux_drv.cuMemcpyAsync((CUdeviceptr)host, p, PROBE_SIZE, NULL) != CUDA_SUCCESS) ||
+        (cux_drv.cuStreamSynchronize(NULL) != CUDA_SUCCESS)) {
+        return "the read-back copy failed";
+    }
+    for (i = 0; i < PROBE_SIZE; ++i) {
+        wrong += (host[i] != probe_byte(i, seed));
+    }
+    snprintf(what, size, wrong ? "%zu bytes wrong" : "data ok", wrong);
+    return what;
+}
+
+static const char *probe_error(CUresult res)
+{
+    const char *name = NULL;
+
+    return (cux_drv.cuGetErrorName(res, &name) == CUDA_SUCCESS) ? name : "?";
+}
+
+static void probe_export(int sock)
+{
+    CUmemAllocationProp prop = {0};
+    CUmemAccessDesc access   = {0};
+    CUmemGenericAllocationHandle vmm;
+    CUipcMemHandle handle;
+    CUdeviceptr legacy, va;
+    size_t granularity;
+    int fd = -1, pid = getpid();
+    char done;
+
+    cux_drv.cuMemAlloc(&legacy, PROBE_SIZE);
+    probe_fill(legacy, 1);
+    cux_drv.cuIpcGetMemHandle(&handle, legacy);
+    probe_send(sock, &pid, sizeof(pid), -1);
+    probe_send(sock, &handle, sizeof(handle), -1);
+
+    prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id          = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    cux_drv.cuMemCreate(&vmm, PROBE_SIZE, &prop, 0);
+    cux_drv.cuMemAddressReserve(&va, PROBE_SIZE, granularity, 0, 0);
+    cux_drv.cuMemMap(va, PROBE_SIZE, 0, vmm, 0);
+    access.location = prop.location;
+    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    cux_drv.cuMemSetAccess(va, PROBE_SIZE, &access, 1);
+    probe_fill(va, 2);
+    cux_drv.cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    probe_send(sock, &granularity, sizeof(granularity), fd);
+    probe_recv(sock, &done, 1, NULL); /* the importer is done with both */
+}
+
+static void probe_import(int sock, const char *where)
+{
+    CUmemAllocationProp prop = {0};
+    CUmemAccessDesc access   = {0};
+    CUmemGenericAllocationHandle vmm;
+    CUipcMemHandle handle;
+    CUdeviceptr p, va;
+    size_t granularity;
+    int fd, pid;
+    CUresult res;
+    char what[64];
+
+    probe_recv(sock, &pid, sizeof(pid), NULL);
+    probe_recv(sock, &handle, sizeof(handle), NULL);
+    res = cux_drv.cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    printf("legacy handle (exporter pid %d as it sees itself), %s: cuIpcOpenMemHandle %s%s%s\n", pid, where,
+           probe_error(res), (res == CUDA_SUCCESS) ? ", " : "",
+           (res == CUDA_SUCCESS) ? probe_check(p, 1, what, sizeof(what)) : "");
+    if (res == CUDA_SUCCESS) {
+        cux_drv.cuIpcCloseMemHandle(p);
+    }
+
+    probe_recv(sock, &granularity, sizeof(granularity), &fd);
+    res = (fd < 0) ? CUDA_ERROR_INVALID_HANDLE :
+          cux_drv.cuMemImportFromShareableHandle(&vmm, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (res == CUDA_SUCCESS) {
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id   = 0;
+        access.location    = prop.location;
+        access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if ((cux_drv.cuMemAddressReserve(&va, PROBE_SIZE, granularity, 0, 0) != CUDA_SUCCESS) ||
+            ((res = cux_drv.cuMemMap(va, PROBE_SIZE, 0, vmm, 0)) != CUDA_SUCCESS) ||
+            ((res = cux_drv.cuMemSetAccess(va, PROBE_SIZE, &access, 1)) != CUDA_SUCCESS)) {
+            printf("VMM descriptor over SCM_RIGHTS, %s: imported, map or access %s\n", where, probe_error(res));
+        } else {
+            printf("VMM descriptor over SCM_RIGHTS, %s: imported and mapped, %s\n", where,
+                   probe_check(va, 2, what, sizeof(what)));
+        }
+    } else {
+        printf("VMM descriptor over SCM_RIGHTS, %s: %s\n", where,
+               (fd < 0) ? "no descriptor arrived" : probe_error(res));
+    }
+    fflush(stdout);
+    probe_send(sock, "d", 1, -1);
+}
+
+/* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) plays the role. */
+static int probe_role(int sock, int export, int namespaced, const char *where)
+{
+    cux_ctx_guard_t guard;
+    pid_t inner;
+    int wst = 0;
+
+    if (namespaced) {
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+            fprintf(stderr, "unshare: %s (run as root)\n", strerror(errno));
+            return 2;
+        }
+        inner = fork();
+        if (inner != 0) {
+            waitpid(inner, &wst, 0);
+            return WIFEXITED(wst) ? WEXITSTATUS(wst) : 3;
+        }
+    }
+    if ((cux_devices_init() != UCS_OK) || (cux_device_ctx_enter(0, &guard) != UCS_OK)) {
+        fprintf(stderr, "no CUDA device: %s\n", cux_driver_error());
+        return 2;
+    }
+    if (export) {
+        probe_export(sock);
+    } else {
+        probe_import(sock, where);
+    }
+    return 0;
+}
+
+static int probe_pair(int importer_namespaced)
+{
+    const char *where = importer_namespaced ? "importer in its own PID namespace" :
+                                              "exporter in its own PID namespace";
+    int sv[2], wst = 0, rc = 0, i;
+    pid_t child[2];
+
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+        return 2;
+    }
+    for (i = 0; i < 2; ++i) { /* 0 exports, 1 imports */
+        child[i] = fork();
+        if (child[i] == 0) {
+            close(sv[1 - i]);
+            _exit(probe_role(sv[i], i == 0, (i == 1) == importer_namespaced, where));
+        }
+    }
+    close(sv[0]);
+    close(sv[1]);
+    for (i = 0; i < 2; ++i) {
+        waitpid(child[i], &wst, 0);
+        rc |= WIFEXITED(wst) ? WEXITSTATUS(wst) : 3;
+    }
+    return rc;
+}
+
+int main(void)
+{
+    int rc = probe_pair(1);
+    return rc | probe_pair(0);
+}
