@@ -65,6 +65,13 @@ TEST_F(ipc_transport, device_endpoints_are_offered_where_ucx_has_the_device_api)
 
 namespace {
 
+/* Peer memory this process holds mapped: the mock counts legacy imports as mappings and VMM maps as allocations;
+ * the driver counts nothing (0). */
+long mappings_held()
+{
+    return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations");
+}
+
 /* An element packed by the release's op: 1.20 an interface op filling GPU memory, 1.21+ a memory domain op
  * filling host memory; 1.23+ hands back a release handle, given back here at the end. */
 class device_elem {
@@ -141,11 +148,10 @@ TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_keeps_it
     start_peer();
     current_device gpu0(0);
     ASSERT_EQ(UCS_OK, gpu0.status());
-    auto live = [] { return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations"); };
     for (uint64_t kind : {alloc_legacy, alloc_vmm_fd, alloc_pool_fd}) {
         SCOPED_TRACE(kind);
         const size_t size = 1 << 20;
-        const long before = live();
+        const long before = mappings_held();
         remote_buf rb     = remote_alloc(size, 0, 3, kind);
         ASSERT_NE(0u, rb.addr);
         ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 61));
@@ -171,7 +177,7 @@ TEST_F(ipc_transport, a_memory_element_locates_the_peers_allocation_and_keeps_it
         elem.release();
         again.release();
         remote_free(rb); /* releases the key: its mappings go */
-        EXPECT_EQ(before, live()) << "the key's release gives the mapping back";
+        EXPECT_EQ(before, mappings_held()) << "the key's release gives the mapping back";
     }
 }
 
@@ -250,9 +256,8 @@ TEST_F(ipc_transport, a_memory_element_outlives_its_key_until_it_is_released)
     start_peer();
     current_device gpu0(0);
     ASSERT_EQ(UCS_OK, gpu0.status());
-    auto live = [] { return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations"); };
     const size_t size = 1 << 20;
-    const long before = live();
+    const long before = mappings_held();
     remote_buf rb     = remote_alloc(size, 0, 8, alloc_vmm_fd);
     ASSERT_NE(0u, rb.addr);
     ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 67));
@@ -264,7 +269,7 @@ TEST_F(ipc_transport, a_memory_element_outlives_its_key_until_it_is_released)
     auto expect = pattern(67, size);
     EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the element's mapping outlived the key";
     elem.release();
-    EXPECT_EQ(before, live()) << "the element's release gives the mapping back";
+    EXPECT_EQ(before, mappings_held()) << "the element's release gives the mapping back";
     peer_msg fr = {};
     fr.op = peer_op::free; fr.a = rb.addr;
     EXPECT_EQ(UCS_OK, m_peer->call(fr).status);
