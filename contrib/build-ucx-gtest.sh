@@ -5,6 +5,9 @@
 # nothing of it enters this repository). In that copy, the four gtest files that include UCX's CUDA-module
 # internals and the gtest link to libuct_cuda.la are taken out, so the test binary reaches the CUDA module only
 # through UCT, as applications do; the .cu device tests are left out too (no nvcc).
+# CUX_UCX_GTEST_DEVICE=1 keeps them (UCX 1.21+, issue 33): UCX and its tests are built with nvcc for
+# CUX_NVCC_GENCODE (default sm_90 alone, which keeps the build short), and the two helpers the device tests call
+# from UCX's module come from contrib/ucx-gtest-cuda-shim.c instead.
 #
 #   contrib/build-ucx-gtest.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
 #
@@ -36,6 +39,15 @@ perl -0pi -e 's/\\\n([ \t]*\n)/\n$1/g' "$am"
 if grep -qE 'test_cuda_(ipc_md|nvml|ctx_cleanup)|test_switch_cuda_device|libuct_cuda\.la' "$am"; then
     echo "build-ucx-gtest: could not take the CUDA-module internals out of $am" >&2; exit 1
 fi
+nvcc_args=(ac_cv_path_NVCC=)
+if [ "${CUX_UCX_GTEST_DEVICE:-0}" = 1 ]; then
+    grep -q 'test_cuda_ipc_device.cc' "$am" ||
+        { echo "build-ucx-gtest: $src has no device tests (UCX 1.21+)" >&2; exit 1; }
+    cp "$(dirname "$0")/ucx-gtest-cuda-shim.c" "$src/test/gtest/uct/cuda/cux_cuda_shim.c"
+    sed -i 's|^\([[:space:]]*\)uct/cuda/test_cuda_ipc_device.cc \\|&\n\1uct/cuda/cux_cuda_shim.c \\|' "$am"
+    grep -q 'cux_cuda_shim.c' "$am" || { echo "build-ucx-gtest: could not add the shim to $am" >&2; exit 1; }
+    nvcc_args=(NVCC="$cuda/bin/nvcc" --with-nvcc-gencode="${CUX_NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}")
+fi
 (cd "$src" && ./autogen.sh >/dev/null 2>&1) || { echo "build-ucx-gtest: autogen.sh failed in $src" >&2; exit 1; }
 
 build="$src/build-gtest"
@@ -43,9 +55,12 @@ mkdir -p "$build"
 cd "$build"
 "$src/configure" --prefix="$prefix" --with-cuda="$cuda" --without-java --without-go --disable-doxygen-doc \
     --enable-mt --enable-gtest --enable-assertions --disable-debug --without-verbs --without-rdmacm \
-    ac_cv_path_NVCC= ${CUX_UCX_CONFIGURE_EXTRA:-} CFLAGS="-O2 -g0 -Wno-error" CXXFLAGS="-O2 -g0 -Wno-error" >configure.log 2>&1 ||
+    "${nvcc_args[@]}" ${CUX_UCX_CONFIGURE_EXTRA:-} CFLAGS="-O2 -g0 -Wno-error" CXXFLAGS="-O2 -g0 -Wno-error" >configure.log 2>&1 ||
     { tail -n 30 configure.log; exit 1; }
 grep -q '^#define HAVE_CUDA 1' config.h || { echo "build-ucx-gtest: configure found no CUDA" >&2; exit 1; }
+if [ "${CUX_UCX_GTEST_DEVICE:-0}" = 1 ] && ! grep -q '^NVCC = .' test/gtest/Makefile; then
+    echo "build-ucx-gtest: configure rejected nvcc (config.log)" >&2; exit 1
+fi
 
 make -j"$jobs" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 make install >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }

@@ -11,7 +11,8 @@
 # (`cuda*`) and the memory-type suites (`*mem_type*:*memtype*`). Writes $OUT/ucx-gtest-*.log and
 # $OUT/ucx-gtest.txt: per module and filter, tests passed, failed (by name) and skipped, and the tests whose
 # result differs between the modules. Exit 0 when ours fails no test that UCX's module passes.
-# CUX_TEST_GTEST_TIMEOUT (default 540) bounds each shard, in seconds.
+# CUX_TEST_GTEST_TIMEOUT (default 540) bounds each shard, in seconds. CUX_UCX_GTEST_FILTERS replaces the two
+# filters with "NAME=FILTER ..." (e.g. "device=*cuda_ipc*device*:*test_ucp_device*" for the device tests).
 set -u
 export LC_ALL=C # sort and join agree
 prefix=${1:?usage: gpu-host-ucx-gtest.sh PREFIX OUR_MODULE [SHARDS]}
@@ -33,6 +34,12 @@ cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
 
 filters=("cuda*" "*mem_type*:*memtype*")
 names=(cuda memtype)
+if [ -n "${CUX_UCX_GTEST_FILTERS:-}" ]; then
+    filters=() names=()
+    for pair in $CUX_UCX_GTEST_FILTERS; do
+        names+=("${pair%%=*}") filters+=("${pair#*=}")
+    done
+fi
 run_shards() { # module filter-index
     local module=$1 f=$2 i
     for ((i = 0; i < shards; ++i)); do
@@ -42,7 +49,7 @@ run_shards() { # module filter-index
     done
 }
 start=$(date +%s)
-for f in 0 1; do
+for f in "${!names[@]}"; do
     for module in ucx ours; do
         run_shards $module $f
     done
@@ -57,7 +64,7 @@ results() { # module name-index
         sed -n 's/^\[ *\(OK\|FAILED\|SKIPPED\) *\] \([^ ,]*\.[^ ,]*\).* ([0-9]* ms)$/\2 \1/p' | sort -u
 }
 rc=0
-for f in 0 1; do
+for f in "${!names[@]}"; do
     for module in ucx ours; do
         results $module $f >"$work/$module-$f"
         echo "${names[$f]} (${filters[$f]}), $module's module: $(grep -c ' OK$' "$work/$module-$f") passed," \

@@ -211,6 +211,20 @@ TEST_F(ipc_transport, a_memory_element_of_a_key_the_peer_does_not_hold_is_refuse
 }
 
 
+/* nvcc with our include/ and the installed UCX's headers ahead of the rest, or a reason to skip in *skip. */
+static std::string device_nvcc(std::string *skip)
+{
+    const char *cuda_home = getenv("CUDA_HOME");
+    std::string nvcc      = std::string(cuda_home ? cuda_home : "/usr/local/cuda") + "/bin/nvcc";
+    std::string ucx_inc   = std::string(CUX_TEST_UCX_PREFIX) + "/include";
+    if (access(nvcc.c_str(), X_OK) != 0) {
+        *skip = "no nvcc at " + nvcc;
+    } else if (access((ucx_inc + "/uct/api/device/uct_device_impl.h").c_str(), R_OK) != 0) {
+        *skip = "the installed UCX has no device API headers in " + ucx_inc;
+    }
+    return nvcc + " -std=c++17 -I" + source_path("include") + " -I" + ucx_inc;
+}
+
 /* Item 2 of issue 33: kernels built against the installed UCX's headers (a UCX without CUDA has no cuda_ipc.cuh of
  * its own) find ours through UCX's dispatch, with the signatures it calls, at every level. Needs nvcc. */
 TEST(ipc_device_header, kernels_built_against_the_installed_ucx_find_ours_through_its_dispatch)
@@ -218,30 +232,40 @@ TEST(ipc_device_header, kernels_built_against_the_installed_ucx_find_ours_throug
 #if CUX_UCX_VERNUM < 121
     GTEST_SKIP() << "UCX 1.20's device code has other signatures: our header serves 1.21+";
 #else
-    const char *cuda_home = getenv("CUDA_HOME");
-    std::string nvcc      = std::string(cuda_home ? cuda_home : "/usr/local/cuda") + "/bin/nvcc";
-    if (access(nvcc.c_str(), X_OK) != 0) {
-        GTEST_SKIP() << "no nvcc at " << nvcc;
-    }
-    std::string ucx_inc = std::string(CUX_TEST_UCX_PREFIX) + "/include";
-    if (access((ucx_inc + "/uct/api/device/uct_device_impl.h").c_str(), R_OK) != 0) {
-        GTEST_SKIP() << "the installed UCX has no device API headers in " << ucx_inc;
+    std::string skip, nvcc = device_nvcc(&skip);
+    if (!skip.empty()) {
+        GTEST_SKIP() << skip;
     }
 #  define CUX_STRINGIFY_(_x) #_x
 #  define CUX_STRINGIFY(_x)  CUX_STRINGIFY_(_x)
-    std::string out = std::string(CUX_TEST_BUILDDIR) + "/test/cux_device_header_check.o";
-    std::string cmd = nvcc + " -std=c++17 -arch=sm_90 -I" + source_path("include") + " -I" + ucx_inc +
-                      " -DELEM_T=" CUX_STRINGIFY(CUX_DEVICE_MEM_ELEM_T) " -c " +
-                      source_path("test/device/cux_device_header_check.cu") + " -o " + out + " 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    ASSERT_NE(nullptr, p);
-    std::string output;
-    char line[512];
-    while (fgets(line, sizeof(line), p) != nullptr) {
-        output += line;
-    }
-    EXPECT_EQ(0, pclose(p)) << cmd << "\n" << output;
+    std::string out      = build_path("test/cux_device_header_check.o");
+    command_result built = run_command(nvcc + " -arch=sm_90 -DELEM_T=" CUX_STRINGIFY(CUX_DEVICE_MEM_ELEM_T) " -c " +
+                                       source_path("test/device/cux_device_header_check.cu") + " -o " + out);
+    EXPECT_EQ(0, built.status) << built.output;
     unlink(out.c_str());
+#endif
+}
+
+/* The header's copy, compiled for the host and run here: every alignment pair, lengths around each piece and word
+ * size, 1 to 256 lanes; each byte written once, by the right value, nothing outside, no misaligned word
+ * (test/device/cux_device_copy_check.cu). The same code runs in kernels. Needs nvcc. */
+TEST(ipc_device_header, the_copy_writes_every_byte_once_with_aligned_words_at_every_alignment_and_lane_count)
+{
+#if CUX_UCX_VERNUM < 121
+    GTEST_SKIP() << "our header serves UCX 1.21+";
+#else
+    std::string skip, nvcc = device_nvcc(&skip);
+    if (!skip.empty()) {
+        GTEST_SKIP() << skip;
+    }
+    std::string exe      = build_path("test/cux_device_copy_check");
+    command_result built = run_command(nvcc + " -O2 " + source_path("test/device/cux_device_copy_check.cu") +
+                                       " -o " + exe);
+    ASSERT_EQ(0, built.status) << built.output;
+    command_result ran = run_command(exe);
+    EXPECT_EQ(0, ran.status) << ran.output;
+    EXPECT_NE(std::string::npos, ran.output.find(" cases passed")) << ran.output;
+    unlink(exe.c_str());
 #endif
 }
 

@@ -23,6 +23,7 @@
 #include <ucs/type/status.h>
 #include <cuda/atomic>
 #include <stdint.h>
+#include <stdlib.h>
 
 namespace cux_device {
 
@@ -53,65 +54,136 @@ template<> struct group<UCS_DEVICE_LEVEL_BLOCK> {
     __device__ static void sync() { __syncthreads(); }
 };
 
-/* Loads and stores that stay out of L1 (.cg): the destination is another process's memory, often over NVLink. */
-__device__ __forceinline__ int4 load(const int4 *p) { return __ldcg(p); }
-__device__ __forceinline__ long long load(const long long *p) { return __ldcg(p); }
-__device__ __forceinline__ int load(const int *p) { return __ldcg(p); }
-__device__ __forceinline__ void store(int4 *p, int4 v) { __stcg(p, v); }
-__device__ __forceinline__ void store(long long *p, long long v) { __stcg(p, v); }
-__device__ __forceinline__ void store(int *p, int v) { __stcg(p, v); }
-
-/* Bytes [begin, end) one by one, spread over the lanes. */
-__device__ __forceinline__ void copy_bytes(char *dst, const char *src, size_t begin, size_t end, unsigned lane,
-                                           unsigned lanes)
+/* Loads and stores that stay out of L1 (.cg): the destination is another process's memory, often over NVLink.
+ * Host and device, so that the copy below can be checked on any machine (test/device/cux_device_copy_check.cu);
+ * on the host a misaligned word, which a GPU would fault on, aborts. */
+#ifndef __CUDA_ARCH__
+template<typename W> __host__ inline void host_check_aligned(const W *p)
 {
-    for (size_t i = begin + lane; i < end; i += lanes) {
-        dst[i] = src[i];
+    if ((uintptr_t)p % alignof(W)) {
+        abort();
     }
 }
+#endif
 
-/* dst and src agree modulo sizeof(W): bytes up to dst's W-alignment, then words, four in flight per lane, then
- * the bytes left. */
-template<typename W>
-__device__ __forceinline__ void copy_words(char *dst, const char *src, size_t length, unsigned lane,
-                                           unsigned lanes)
+template<typename W> __host__ __device__ __forceinline__ W load(const W *p)
 {
-    size_t head = (sizeof(W) - ((uintptr_t)dst % sizeof(W))) % sizeof(W);
-    head        = (head < length) ? head : length;
-    copy_bytes(dst, src, 0, head, lane, lanes);
+#ifdef __CUDA_ARCH__
+    return __ldcg(p);
+#else
+    host_check_aligned(p);
+    return *p;
+#endif
+}
 
-    W *d          = reinterpret_cast<W*>(dst + head);
-    const W *s    = reinterpret_cast<const W*>(src + head);
-    size_t words  = (length - head) / sizeof(W);
-    size_t i      = lane;
-    for (; i + 3 * (size_t)lanes < words; i += 4 * (size_t)lanes) {
-        W a = load(s + i), b = load(s + i + lanes), c = load(s + i + 2 * lanes), e = load(s + i + 3 * lanes);
-        store(d + i, a);
-        store(d + i + lanes, b);
-        store(d + i + 2 * lanes, c);
-        store(d + i + 3 * lanes, e);
+template<typename W> __host__ __device__ __forceinline__ void store(W *p, W v)
+{
+#ifdef __CUDA_ARCH__
+    __stcg(p, v);
+#else
+    host_check_aligned(p);
+    *p = v;
+#endif
+}
+
+/* Words in flight per lane in the main loop: four loads issued before their stores. */
+constexpr unsigned in_flight = 4;
+
+/* words elements of W, lane by lane, in_flight at a time while every lane has that many. */
+template<typename W>
+__host__ __device__ __forceinline__ void copy_words(W *d, const W *s, size_t words, unsigned lane, unsigned lanes)
+{
+    size_t i = lane;
+    for (; i + (in_flight - 1) * (size_t)lanes < words; i += in_flight * (size_t)lanes) {
+        W v[in_flight];
+#pragma unroll
+        for (unsigned k = 0; k < in_flight; ++k) {
+            v[k] = load(s + i + k * lanes);
+        }
+#pragma unroll
+        for (unsigned k = 0; k < in_flight; ++k) {
+            store(d + i + k * lanes, v[k]);
+        }
     }
     for (; i < words; i += lanes) {
         store(d + i, load(s + i));
     }
-    copy_bytes(dst, src, head + words * sizeof(W), length, lane, lanes);
 }
 
-/* The widest word both addresses allow. */
-__device__ __forceinline__ void copy(void *dst, const void *src, size_t length, unsigned lane, unsigned lanes)
+template<typename W>
+__host__ __device__ __forceinline__ void copy_piece(char *dst, const char *src)
+{
+    store(reinterpret_cast<W*>(dst), load(reinterpret_cast<const W*>(src)));
+}
+
+/* Fewer bytes than a word's worth around the words (or a whole short put): pieces of 8, 4, 2 or 1 bytes, each the
+ * widest that is left, that dst's alignment allows and that is no wider than max_piece (src agrees with dst
+ * modulo max_piece), dealt round the lanes. At most a few pieces: no byte loop for a head or a tail. */
+template<size_t max_piece>
+__host__ __device__ __forceinline__ void copy_short(char *dst, const char *src, size_t length, unsigned lane,
+                                                    unsigned lanes)
+{
+    unsigned piece = 0;
+    for (size_t off = 0; off < length; ++piece) {
+        size_t left  = length - off;
+        uintptr_t at = (uintptr_t)(dst + off);
+        size_t size  = ((max_piece >= 8) && (left >= 8) && !(at % 8)) ? 8 :
+                       ((max_piece >= 4) && (left >= 4) && !(at % 4)) ? 4 :
+                       ((max_piece >= 2) && (left >= 2) && !(at % 2)) ? 2 : 1;
+        if ((piece % lanes) == lane) {
+            switch (size) {
+            case 8: copy_piece<long long>(dst + off, src + off); break;
+            case 4: copy_piece<int>(dst + off, src + off); break;
+            case 2: copy_piece<short>(dst + off, src + off); break;
+            default: copy_piece<char>(dst + off, src + off); break;
+            }
+        }
+        off += size;
+    }
+}
+
+/* dst and src agree modulo sizeof(W): pieces up to dst's W-alignment, the words, pieces for the rest. */
+template<typename W>
+__host__ __device__ __forceinline__ void copy_aligned(char *dst, const char *src, size_t length, unsigned lane,
+                                                      unsigned lanes)
+{
+    constexpr size_t max_piece = (sizeof(W) < 8) ? sizeof(W) : 8;
+    size_t head                = (sizeof(W) - ((uintptr_t)dst % sizeof(W))) % sizeof(W);
+
+    if (head + sizeof(W) > length) { /* no whole word */
+        copy_short<max_piece>(dst, src, length, lane, lanes);
+        return;
+    }
+    if (head != 0) {
+        copy_short<max_piece>(dst, src, head, lane, lanes);
+    }
+    size_t words = (length - head) / sizeof(W);
+    copy_words(reinterpret_cast<W*>(dst + head), reinterpret_cast<const W*>(src + head), words, lane, lanes);
+    size_t done = head + words * sizeof(W);
+    if (done < length) {
+        copy_short<max_piece>(dst + done, src + done, length - done, lane, lanes);
+    }
+}
+
+/* length bytes by lane out of lanes (each lane calls it; together they copy every byte once): the widest word
+ * both addresses allow. */
+__host__ __device__ __forceinline__ void copy(void *dst, const void *src, size_t length, unsigned lane,
+                                              unsigned lanes)
 {
     char *d          = static_cast<char*>(dst);
     const char *s    = static_cast<const char*>(src);
     uintptr_t differ = (uintptr_t)d ^ (uintptr_t)s;
 
     if ((differ % 16) == 0) {
-        copy_words<int4>(d, s, length, lane, lanes);
+        copy_aligned<int4>(d, s, length, lane, lanes);
     } else if ((differ % 8) == 0) {
-        copy_words<long long>(d, s, length, lane, lanes);
+        copy_aligned<long long>(d, s, length, lane, lanes);
     } else if ((differ % 4) == 0) {
-        copy_words<int>(d, s, length, lane, lanes);
+        copy_aligned<int>(d, s, length, lane, lanes);
+    } else if ((differ % 2) == 0) {
+        copy_aligned<short>(d, s, length, lane, lanes);
     } else {
-        copy_bytes(d, s, 0, length, lane, lanes);
+        copy_words(d, s, length, lane, lanes);
     }
 }
 
