@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,7 +184,9 @@ static void probe_import(int sock, const char *where)
     probe_send(sock, "d", 1, -1);
 }
 
-/* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) plays the role. */
+/* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) mounts its own /proc,
+ * as a container has (with the host's /proc the driver's cuInit fails: CUDA_ERROR_OPERATING_SYSTEM, measured on
+ * an H200 with driver 580), and plays the role. */
 static int probe_role(int sock, int export, int namespaced, const char *where)
 {
     cux_ctx_guard_t guard;
@@ -199,6 +202,11 @@ static int probe_role(int sock, int export, int namespaced, const char *where)
         if (inner != 0) {
             waitpid(inner, &wst, 0);
             return WIFEXITED(wst) ? WEXITSTATUS(wst) : 3;
+        }
+        if ((mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) ||
+            (mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL) != 0)) {
+            fprintf(stderr, "mounting /proc in the new namespace: %s\n", strerror(errno));
+            return 2;
         }
     }
     if ((cux_devices_init() != UCS_OK) || (cux_device_ctx_enter(0, &guard) != UCS_OK)) {

@@ -8,8 +8,8 @@
 # PREFIX: a UCX built with CUDA and nvcc (contrib/build-ucx-gtest.sh with CUX_UCX_GTEST_DEVICE=1; UCX's module in
 # PREFIX/reference-module); OUR_MODULE: our libuct_cuda.so.0 built against it. Each module gets its own copy of
 # PREFIX/lib, chosen with LD_LIBRARY_PATH (UCX finds its modules next to the libucs in use). Server and client
-# are two processes on GPU 0, UCX_TLS=self,sm,cuda_copy,cuda_ipc. Shapes: ucp_put_bw at thread, warp (32 threads)
-# and block (128 threads) level, 8 B to 1 MB, and ucp_put_lat at thread level, ROUNDS (default 3) rounds, the two
+# are two processes on GPU 0, UCX_TLS=self,sm,cuda_copy,cuda_ipc. Shapes: ucp_put_bw at thread and warp (32
+# threads) level, 8 B to 1 MB, and ucp_put_lat at thread level, ROUNDS (default 3) rounds, the two
 # modules alternating. Writes $OUT/device-perftest.txt (per shape: each module's median and range over the
 # rounds, and UCX's over ours) and $OUT/device-perftest-*.log. Exit 0 when every run finished.
 set -u
@@ -27,12 +27,11 @@ done
 cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
 cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
 
-# test level threads size iterations
+# test level threads size iterations (UCX 1.22's perftest kernels have no block level: "Unsupported level: 2")
 shapes=(
-    "ucp_put_bw thread 1 8 100000"     "ucp_put_bw thread 1 4096 20000"    "ucp_put_bw thread 1 1048576 200"
+    "ucp_put_bw thread 1 8 100000"     "ucp_put_bw thread 1 4096 2000"     "ucp_put_bw thread 1 1048576 20"
     "ucp_put_bw warp 32 8 100000"      "ucp_put_bw warp 32 4096 50000"     "ucp_put_bw warp 32 1048576 2000"
-    "ucp_put_bw block 128 8 100000"    "ucp_put_bw block 128 4096 50000"   "ucp_put_bw block 128 1048576 5000"
-    "ucp_put_lat thread 1 8 20000"
+    "ucp_put_lat thread 1 8 1000"
 )
 port=20000
 rc=0

@@ -15,8 +15,9 @@
 #   gtest     UCX's own device gtests (test_cuda_ipc_rma*, test_device on cuda_ipc, test_ucp_device) with
 #             UCX's module and with ours (contrib/gpu-host-ucx-gtest.sh);
 #   perftest  ucx_perftest -a cuda, both modules interleaved (contrib/gpu-host-device-perftest.sh);
-#   devcode   each check binary's data check, ours in place, then CUX_DEVCODE_ROUNDS (default 3) rounds of
-#             --bench over every binary in turn (the device code is the difference: the host side is ours).
+#   devcode   each check binary's data check, ours in place (CUX_DEVCODE_CHECK=0: none), then
+#             CUX_DEVCODE_ROUNDS (default 3) rounds of --bench [CUX_DEVCODE_BENCH_MAX] over every binary in turn
+#             (the device code is the difference: the host side is ours).
 # Writes $OUT/prebuilt.txt and the steps' files.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +55,7 @@ for step in "$@"; do
         cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
         checks=$(ls "$carry"/devcheck/check-*)
         for check in $checks; do
+            [ "${CUX_DEVCODE_CHECK:-1}" = 1 ] || break
             log="$out/devcode/$(basename "$check").log"
             UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout -k 5 240 "$check" >"$log" 2>&1 || rc=1
             say "data check $(basename "$check"), ours in place: $(tail -n 1 "$log")"
@@ -61,7 +63,7 @@ for step in "$@"; do
         for ((round = 1; round <= ${CUX_DEVCODE_ROUNDS:-3}; ++round)); do
             for check in $checks; do
                 log="$out/devcode/bench-$round-$(basename "$check").log"
-                UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout -k 5 240 "$check" --bench >"$log" 2>&1 || rc=1
+                UCX_TLS=self,sm,cuda_copy,cuda_ipc timeout -k 5 240 "$check" --bench ${CUX_DEVCODE_BENCH_MAX:-} >"$log" 2>&1 || rc=1
                 say "bench round $round $(basename "$check"): $(tail -n 1 "$log")"
             done
         done

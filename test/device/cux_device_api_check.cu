@@ -6,10 +6,11 @@
  * target's kernel waits for the count and checks every byte before the host looks (a signal that overtook its
  * data fails); kernels also read the target's memory through ucp_device_get_ptr. Every byte is checked.
  *
- *   cux_device_api_check [--bench]        (UCX_TLS etc. from the environment; the module is whatever UCX loads)
+ *   cux_device_api_check [--bench [MAX]]  (UCX_TLS etc. from the environment; the module is whatever UCX loads)
  *
  * --bench times instead of checking: many small puts from one kernel, and large puts, per level (cudaEvent,
- * median of 5); the same build's run without it is the data check that makes its figures count.
+ * median of 5), puts of up to MAX bytes (default: all); the same build's run without it is the data check that
+ * makes its figures count.
  * Built with nvcc against an installed UCX 1.21+ (contrib/gpu-host-device-api.sh); the device code comes from
  * UCX's own cuda_ipc.cuh or, for a UCX built without CUDA, from include/uct/cuda/cuda_ipc/cuda_ipc.cuh here.
  * Prints "N passed, M failed" last; exit status 0 only if nothing failed.
@@ -54,6 +55,7 @@ namespace {
 
 const size_t region_size    = (4u << 20) + 256; /* data; the counter sits after it */
 const size_t counter_offset = region_size;
+size_t bench_max            = SIZE_MAX; /* --bench MAX */
 int sock                    = -1;
 ucp_worker_h worker;
 
@@ -456,7 +458,7 @@ void initiator(ucp_context_h ctx, ucp_ep_h ep, bool bench)
                                                              {1u << 20, 100}, {4u << 20, 20}};
         for (ucs_device_level_t l : levels) {
             for (auto &s : shapes) {
-                if (s.length > region_size) {
+                if ((s.length > region_size) || (s.length > bench_max)) {
                     continue;
                 }
                 std::vector<float> ms;
@@ -497,6 +499,9 @@ void initiator(ucp_context_h ctx, ucp_ep_h ep, bool bench)
 int main(int argc, char **argv)
 {
     bool bench = (argc > 1) && !strcmp(argv[1], "--bench");
+    if (bench && (argc > 2)) {
+        bench_max = strtoull(argv[2], nullptr, 0);
+    }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
         perror("socketpair");
