@@ -116,13 +116,20 @@ __host__ __device__ __forceinline__ void copy_piece(char *dst, const char *src)
     store(reinterpret_cast<W*>(dst), load(reinterpret_cast<const W*>(src)));
 }
 
-/* Fewer bytes than a word's worth around the words (or a whole short put): pieces of 8, 4, 2 or 1 bytes, each the
- * widest that is left, that dst's alignment allows and that is no wider than max_piece (src agrees with dst
- * modulo max_piece), dealt round the lanes. At most a few pieces: no byte loop for a head or a tail. */
+/* Fewer bytes than a word's worth around the words (or a whole short put): with at least a lane per byte, a byte
+ * each; otherwise pieces of 8, 4, 2 or 1 bytes, each the widest that is left, that dst's alignment allows and that
+ * is no wider than max_piece (src agrees with dst modulo max_piece), dealt round the lanes. A thread copies 8
+ * bytes in one piece, not in eight. */
 template<size_t max_piece>
 __host__ __device__ __forceinline__ void copy_short(char *dst, const char *src, size_t length, unsigned lane,
                                                     unsigned lanes)
 {
+    if ((lanes > 1) && (lanes >= length)) { /* a byte for each lane: one round, the shortest wait */
+        if (lane < length) {
+            copy_piece<char>(dst + lane, src + lane);
+        }
+        return;
+    }
     unsigned piece = 0;
     for (size_t off = 0; off < length; ++piece) {
         size_t left  = length - off;
@@ -173,6 +180,11 @@ __host__ __device__ __forceinline__ void copy(void *dst, const void *src, size_t
     char *d          = static_cast<char*>(dst);
     const char *s    = static_cast<const char*>(src);
     uintptr_t differ = (uintptr_t)d ^ (uintptr_t)s;
+
+    if ((((uintptr_t)d | (uintptr_t)s | length) % 16) == 0) { /* whole aligned words: nothing else to decide */
+        copy_words(reinterpret_cast<int4*>(d), reinterpret_cast<const int4*>(s), length / 16, lane, lanes);
+        return;
+    }
 
     if ((differ % 16) == 0) {
         copy_aligned<int4>(d, s, length, lane, lanes);
