@@ -5,7 +5,12 @@ configuration's median us per put over its rounds (the spread: the rounds' lowes
 each run's median is of 5 timed launches), and the ratio of the first configuration named to each other one.
 
     bench/device_api_table.py device-api.txt "our device code" "UCX's device code"
+    bench/device_api_table.py DIR ourhdr ucxhdr
+
+A directory holds contrib/gpu-host-device-prebuilt.sh's logs (bench-ROUND-check-NAME.log): configurations by NAME.
 """
+import glob
+import os
 import re
 import statistics
 import sys
@@ -16,7 +21,14 @@ def main():
     report, configs = sys.argv[1], sys.argv[2:]
     runs = defaultdict(lambda: defaultdict(list))  # config -> (level, bytes, count) -> [us per put]
     current = None
-    for line in open(report):
+    if os.path.isdir(report):
+        lines = []
+        for log in sorted(glob.glob(os.path.join(report, "bench-*-check-*.log"))):
+            lines.append("### check-bench_0:_" + re.sub(r".*-check-", "", os.path.basename(log)) + "\n")
+            lines += open(log).readlines()
+    else:
+        lines = open(report).readlines()
+    for line in lines:
         m = re.match(r"### check-bench_\d+:_(.*)\.log", line)
         if m:
             current = m.group(1).replace("__", ", ").replace("_", " ")
