@@ -7,7 +7,7 @@
 # through UCT, as applications do; the .cu device tests are left out too (no nvcc).
 # CUX_UCX_GTEST_DEVICE=1 keeps them (UCX 1.21+, issue 33): UCX and its tests are built with nvcc for
 # CUX_NVCC_GENCODE (default sm_90 alone, which keeps the build short), and the two helpers the device tests call
-# from UCX's module come from contrib/ucx-gtest-cuda-shim.c instead.
+# from UCX's module come from contrib/ucx-gtest-cuda-shim.c instead; only the device tests are built.
 #
 #   contrib/build-ucx-gtest.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
 #
@@ -47,6 +47,14 @@ if [ "${CUX_UCX_GTEST_DEVICE:-0}" = 1 ]; then
     sed -i 's|^\([[:space:]]*\)uct/cuda/test_cuda_ipc_device.cc \\|&\n\1uct/cuda/cux_cuda_shim.c \\|' "$am"
     grep -q 'cux_cuda_shim.c' "$am" || { echo "build-ucx-gtest: could not add the shim to $am" >&2; exit 1; }
     nvcc_args=(NVCC="$cuda/bin/nvcc" --with-nvcc-gencode="${CUX_NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90}")
+    # UCX's device headers include its GPU-initiated InfiniBand code wherever rdma-core's mlx5dv.h is installed, and
+    # that code needs DOCA's headers: where DOCA is missing (the dev machine), CUX_UCX_GTEST_HIDE_MLX5DV=1 moves the
+    # header aside for the build and back at the end
+    mlx5dv=/usr/include/infiniband/mlx5dv.h
+    if [ "${CUX_UCX_GTEST_HIDE_MLX5DV:-0}" = 1 ] && [ -f "$mlx5dv" ]; then
+        mv "$mlx5dv" "$mlx5dv.cux-hidden"
+        trap 'mv "$mlx5dv.cux-hidden" "$mlx5dv"' EXIT
+    fi
 fi
 (cd "$src" && ./autogen.sh >/dev/null 2>&1) || { echo "build-ucx-gtest: autogen.sh failed in $src" >&2; exit 1; }
 
@@ -62,11 +70,28 @@ if [ "${CUX_UCX_GTEST_DEVICE:-0}" = 1 ] && ! grep -q '^NVCC = .' test/gtest/Make
     echo "build-ucx-gtest: configure rejected nvcc (config.log)" >&2; exit 1
 fi
 
-make -j"$jobs" >make.log 2>&1 || { tail -n 40 make.log; exit 1; }
-make install >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
 # RUNPATH rather than RPATH, so that LD_LIBRARY_PATH can choose the copy of UCX (and so the module) it runs with
 ldflags="$(sed -n 's/^LDFLAGS = //p' test/gtest/Makefile) -Wl,--enable-new-dtags"
-make -C test/gtest -j"$jobs" gtest LDFLAGS="$ldflags" >>make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+fail() { tail -n 40 make.log; exit 1; }
+if [ "${CUX_UCX_GTEST_DEVICE:-0}" = 1 ]; then
+    # UCX's libraries and tools, then a gtest of the device tests and the framework they need alone (the whole
+    # gtest takes most of an hour on two cores)
+    for d in src/ucm src/ucs src/uct src/ucp src/tools/vfs src/tools/info src/tools/perf config cmake; do
+        make -C "$d" -j"$jobs" install >>make.log 2>&1 || fail
+    done
+    make install-data-am >>make.log 2>&1 || fail
+    make -C test/gtest/common/googletest -j"$jobs" >>make.log 2>&1 || fail
+    rules=$(make -C test/gtest -pn gtest 2>/dev/null)
+    objs="$(echo "$rules" | sed -n 's/^am_gtest_OBJECTS = //p' | tr ' ' '\n' |
+                grep -E '^(common/|uct/gtest-uct_(p2p_)?test\.|ucp/gtest-ucp_(test|datatype)\.)')
+          $(echo "$rules" | grep -E '^am__objects_[0-9]+ = .*test_cuda_ipc_device' | sed 's/^[^=]*= //')"
+    objs=$(echo $objs | sed 's/\$(OBJEXT)/o/g')
+    make -C test/gtest -j"$jobs" gtest am_gtest_OBJECTS="$objs" LDFLAGS="$ldflags" >>make.log 2>&1 || fail
+else
+    make -j"$jobs" >make.log 2>&1 || fail
+    make install >>make.log 2>&1 || fail
+    make -C test/gtest -j"$jobs" gtest LDFLAGS="$ldflags" >>make.log 2>&1 || fail
+fi
 
 mkdir -p "$prefix/reference-module" "$prefix/gtest"
 cp -L "$prefix/lib/ucx/libuct_cuda.so.0" "$prefix/reference-module/libuct_cuda.so.0"
