@@ -104,10 +104,25 @@ static const char *probe_error(CUresult res)
     return (cux_drv.cuGetErrorName(res, &name) == CUDA_SUCCESS) ? name : "?";
 }
 
+/* A VMM allocation mapped read-write for device 0 at a new address: what exporter and importer both do. */
+static CUresult probe_map(CUmemGenericAllocationHandle vmm, size_t granularity, CUdeviceptr *va_p)
+{
+    CUmemAccessDesc access = {0};
+    CUresult res;
+
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id   = 0;
+    access.flags         = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (((res = cux_drv.cuMemAddressReserve(va_p, PROBE_SIZE, granularity, 0, 0)) != CUDA_SUCCESS) ||
+        ((res = cux_drv.cuMemMap(*va_p, PROBE_SIZE, 0, vmm, 0)) != CUDA_SUCCESS)) {
+        return res;
+    }
+    return cux_drv.cuMemSetAccess(*va_p, PROBE_SIZE, &access, 1);
+}
+
 static void probe_export(int sock)
 {
     CUmemAllocationProp prop = {0};
-    CUmemAccessDesc access   = {0};
     CUmemGenericAllocationHandle vmm;
     CUipcMemHandle handle;
     CUdeviceptr legacy, va;
@@ -127,11 +142,7 @@ static void probe_export(int sock)
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     cux_drv.cuMemCreate(&vmm, PROBE_SIZE, &prop, 0);
-    cux_drv.cuMemAddressReserve(&va, PROBE_SIZE, granularity, 0, 0);
-    cux_drv.cuMemMap(va, PROBE_SIZE, 0, vmm, 0);
-    access.location = prop.location;
-    access.flags    = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    cux_drv.cuMemSetAccess(va, PROBE_SIZE, &access, 1);
+    probe_map(vmm, granularity, &va);
     probe_fill(va, 2);
     cux_drv.cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     probe_send(sock, &granularity, sizeof(granularity), fd);
@@ -140,8 +151,6 @@ static void probe_export(int sock)
 
 static void probe_import(int sock, const char *where)
 {
-    CUmemAllocationProp prop = {0};
-    CUmemAccessDesc access   = {0};
     CUmemGenericAllocationHandle vmm;
     CUipcMemHandle handle;
     CUdeviceptr p, va;
@@ -164,13 +173,7 @@ static void probe_import(int sock, const char *where)
     res = (fd < 0) ? CUDA_ERROR_INVALID_HANDLE :
           cux_drv.cuMemImportFromShareableHandle(&vmm, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (res == CUDA_SUCCESS) {
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id   = 0;
-        access.location    = prop.location;
-        access.flags       = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        if ((cux_drv.cuMemAddressReserve(&va, PROBE_SIZE, granularity, 0, 0) != CUDA_SUCCESS) ||
-            ((res = cux_drv.cuMemMap(va, PROBE_SIZE, 0, vmm, 0)) != CUDA_SUCCESS) ||
-            ((res = cux_drv.cuMemSetAccess(va, PROBE_SIZE, &access, 1)) != CUDA_SUCCESS)) {
+        if ((res = probe_map(vmm, granularity, &va)) != CUDA_SUCCESS) {
             printf("VMM descriptor over SCM_RIGHTS, %s: imported, map or access %s\n", where, probe_error(res));
         } else {
             printf("VMM descriptor over SCM_RIGHTS, %s: imported and mapped, %s\n", where,

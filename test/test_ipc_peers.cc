@@ -5,8 +5,11 @@
  */
 #include "ipc_transport.h"
 
+#include <algorithm>
+#include <cstdarg>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 #include <chrono>
 #include <dirent.h>
@@ -30,6 +33,9 @@ extern "C" {
 #include "ipc/cux_ipc_peer_read.h"
 #include "driver/cux_device.h"
 #include <ucs/sys/sys.h>
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+#include <sys/random.h>
 }
 
 using namespace cux_test;
@@ -800,4 +806,76 @@ TEST_F(ipc_transport, a_made_up_key_of_this_process_is_refused_wherever_its_byte
     uct_rkey_release(m_component, &bundle);
     uct_ep_destroy(self_ep);
     cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid());
+}
+
+namespace {
+
+/* Log lines of warning level or worse while it lives (UCX's warning level switched on meanwhile). */
+class warnings_captured {
+public:
+    warnings_captured() : m_level(ucs_global_opts.log_component.log_level)
+    {
+        s_lines = &m_lines;
+        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_WARN;
+        ucs_log_push_handler(handler);
+    }
+    ~warnings_captured()
+    {
+        ucs_log_pop_handler();
+        ucs_global_opts.log_component.log_level = m_level;
+        s_lines = nullptr;
+    }
+    size_t count(const std::string &text) const
+    {
+        return std::count_if(m_lines.begin(), m_lines.end(),
+                             [&](const std::string &l) { return l.find(text) != std::string::npos; });
+    }
+
+private:
+    static ucs_log_func_rc_t handler(const char *, unsigned, const char *, ucs_log_level_t level,
+                                     const ucs_log_component_config_t *, const char *fmt, va_list ap)
+    {
+        if ((s_lines != nullptr) && (level <= UCS_LOG_LEVEL_WARN)) {
+            char buf[1024];
+            va_list aq;
+            va_copy(aq, ap);
+            vsnprintf(buf, sizeof(buf), fmt, aq);
+            va_end(aq);
+            s_lines->push_back(buf);
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+
+    static std::vector<std::string> *s_lines;
+    std::vector<std::string> m_lines;
+    ucs_log_level_t m_level;
+};
+
+std::vector<std::string> *warnings_captured::s_lines = nullptr;
+
+} // namespace
+
+/* Issue 36: a peer on this host in another PID namespace (a container without a shared one) is unreachable at
+ * once, without a proof attempt, and the user hears why once per namespace, with the deployment setting that
+ * would give cuda_ipc back; asking again stays quiet. */
+TEST_F(ipc_transport, a_peer_in_another_pid_namespace_is_unreachable_at_once_and_said_once)
+{
+    const size_t iface_at = m_hello.a;
+    std::vector<uint8_t> foreign(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
+    uint64_t other_ns;
+    ASSERT_EQ((ssize_t)sizeof(other_ns), getrandom(&other_ns, sizeof(other_ns), 0));
+    other_ns |= 1; /* never 0, "unknown" */
+    set_addr_field(foreign, iface_at, offsetof(cux_ipc_iface_addr_t, pid_ns), other_ns);
+
+    warnings_captured warnings;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)foreign.data(),
+                                            (const uct_iface_addr_t*)(foreign.data() + iface_at)));
+        EXPECT_EQ(nullptr, ep_to(m_iface, foreign.data(), foreign.data() + iface_at));
+    }
+    EXPECT_EQ(1u, warnings.count("another PID namespace")) << "said once for this namespace";
+    EXPECT_EQ(1u, warnings.count("hostPID")) << "with the setting that helps";
+    /* the peer's true address is still reachable */
+    EXPECT_TRUE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)m_hello.blob,
+                                       (const uct_iface_addr_t*)(m_hello.blob + iface_at)));
 }

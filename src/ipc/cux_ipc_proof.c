@@ -269,6 +269,25 @@ static int cux_ipc_known_find(int32_t pid, uint64_t *start_time, uint64_t *keys)
     return found;
 }
 
+/* A peer on this host in another PID namespace (a container without a shared PID namespace): none of our proofs
+ * reaches it (its pid means nothing here), so UCX carries GPU memory to it over another transport, many times
+ * slower. Said once per such namespace at warning level, since nothing else would tell the user; UCP asks about
+ * every address it sees, so the rest at debug level. */
+static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr)
+{
+    static uint64_t last_warned;
+
+    if (__atomic_exchange_n(&last_warned, addr->pid_ns, __ATOMIC_RELAXED) != addr->pid_ns) {
+        ucs_warn("cuda_ipc: the peer process on this host is in another PID namespace (%" PRIu64 "): cuda_ipc "
+                 "cannot prove it, so GPU memory to it goes over another transport; give the two containers one "
+                 "PID namespace (docker --pid=host or --pid=container:NAME, Kubernetes hostPID or "
+                 "shareProcessNamespace) for cuda_ipc", addr->pid_ns);
+    } else {
+        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours", addr->pid,
+                  addr->pid_ns);
+    }
+}
+
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode)
 {
@@ -286,6 +305,10 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     }
     if ((addr->pid == getpid()) && (addr->pid_ns == pid_ns)) {
         return cux_ipc_peer_open_self(peer, addr, pid_ns);
+    }
+    if ((addr->pid_ns != pid_ns) && (addr->pid_ns != 0) && (pid_ns != 0)) {
+        cux_ipc_proof_log_foreign_namespace(addr);
+        return UCS_ERR_UNREACHABLE;
     }
     if ((addr->pid_ns != pid_ns) || (addr->pid <= 0)) {
         ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours (%" PRIu64 ")",
