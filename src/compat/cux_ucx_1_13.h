@@ -103,6 +103,11 @@
 #define CUX_MEM_ELEM_RELEASE_FUNC(_name, _impl)
 #define CUX_DEVICE_API_DECLS(_device)
 
+/* UCT's scatter-gather zero-copy ops arrived in 1.22 (put) and 1.23 (get). */
+#define CUX_UCX_HAS_PUT_SGL 0
+#define CUX_UCX_HAS_GET_SGL 0
+#define CUX_SGL_DECLS(_sgl)
+
 #define CUX_COMPONENT_VERSION_FIELDS
 
 /* The public iface op is the neutral function itself (which also says why an address is not reachable). */
@@ -122,16 +127,16 @@
 
 /* Internal ops that later releases add: each release header fills its own hook. */
 #define CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) /* connection and reachability slots (1.14+) */
-#define CUX_IFACE_INTERNAL_OPS_LATER(_device) /* slots added after 1.16, as each release has them */
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) /* slots added after 1.16, as each release has them */
 
-#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected, _device) \
+#define CUX_IFACE_INTERNAL_OPS_INIT(_estimate_perf, _reachable, _connected, _device, _sgl) \
     { \
         .iface_estimate_perf = _estimate_perf, \
         .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function, \
         .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported, \
         .ep_invalidate       = (uct_ep_invalidate_func_t)ucs_empty_function_return_unsupported, \
         CUX_IFACE_INTERNAL_OPS_CONNECT(_reachable, _connected) \
-        CUX_IFACE_INTERNAL_OPS_LATER(_device) \
+        CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) \
     }
 
 #endif

@@ -38,7 +38,7 @@
                                          uct_device_mem_element_t *elem);
 
 #undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER(_device) \
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) \
     .iface_query_v2         = uct_iface_base_query_v2, \
     .iface_mem_element_pack = (uct_iface_mem_element_pack_func_t)_device##_mem_elem_pack, \
     .ep_get_device_ep       = (uct_ep_get_device_ep_func_t)_device##_get_device_ep,

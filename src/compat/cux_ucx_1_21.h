@@ -30,7 +30,7 @@
     ucs_status_t _device##_mem_elem_pack(uct_md_h md, uct_mem_h memh, uct_rkey_t rkey, CUX_DEVICE_MEM_ELEM_T *elem);
 
 #undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER(_device) \
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) \
     .ep_get_device_ep = (uct_ep_get_device_ep_func_t)_device##_get_device_ep,
 
 #undef CUX_MD_OPS_VERSION_FIELDS

@@ -51,9 +51,20 @@
 #define CUX_DEVICE_MEM_ELEM_T uct_device_mem_elem_t
 
 #undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER(_device) \
-    .iface_query_v2   = uct_iface_base_query_v2, \
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) \
+    .iface_query_v2   = _sgl##_query_v2, \
     .ep_get_device_ep = (uct_ep_get_device_ep_func_t)_device##_get_device_ep, \
-    .ep_put_sgl_zcopy = (uct_ep_put_sgl_zcopy_func_t)ucs_empty_function_return_unsupported,
+    .ep_put_sgl_zcopy = (uct_ep_put_sgl_zcopy_func_t)_sgl##_put_sgl_zcopy,
+
+/* scatter-gather zero-copy put (its count and flag in iface_query_v2) */
+#undef CUX_UCX_HAS_PUT_SGL
+#define CUX_UCX_HAS_PUT_SGL 1
+#undef CUX_SGL_DECLS
+#define CUX_SGL_DECLS(_sgl) \
+    ucs_status_t _sgl##_query_v2(uct_iface_h tl_iface, uct_iface_attr_v2_t *attr); \
+    ucs_status_t _sgl##_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
+                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
+                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
+                                      size_t count, uct_completion_t *comp);
 
 #endif

@@ -39,11 +39,26 @@
     .mem_elem_release = (uct_md_mem_elem_release_func_t)_device##_mem_elem_release,
 
 #undef CUX_IFACE_INTERNAL_OPS_LATER
-#define CUX_IFACE_INTERNAL_OPS_LATER(_device) \
-    .iface_query_v2       = uct_iface_base_query_v2, \
+#define CUX_IFACE_INTERNAL_OPS_LATER(_device, _sgl) \
+    .iface_query_v2       = _sgl##_query_v2, \
     .ep_get_device_ep     = (uct_ep_get_device_ep_func_t)_device##_get_device_ep, \
-    .ep_put_sgl_zcopy     = (uct_ep_put_sgl_zcopy_func_t)ucs_empty_function_return_unsupported, \
-    .ep_get_sgl_zcopy     = (uct_ep_get_sgl_zcopy_func_t)ucs_empty_function_return_unsupported, \
+    .ep_put_sgl_zcopy     = (uct_ep_put_sgl_zcopy_func_t)_sgl##_put_sgl_zcopy, \
+    .ep_get_sgl_zcopy     = (uct_ep_get_sgl_zcopy_func_t)_sgl##_get_sgl_zcopy, \
     .ep_outstanding_purge = (uct_ep_outstanding_purge_func_t)ucs_empty_function_return_unsupported,
+
+/* scatter-gather zero-copy get, beside the put */
+#undef CUX_UCX_HAS_GET_SGL
+#define CUX_UCX_HAS_GET_SGL 1
+#undef CUX_SGL_DECLS
+#define CUX_SGL_DECLS(_sgl) \
+    ucs_status_t _sgl##_query_v2(uct_iface_h tl_iface, uct_iface_attr_v2_t *attr); \
+    ucs_status_t _sgl##_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
+                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
+                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
+                                      size_t count, uct_completion_t *comp); \
+    ucs_status_t _sgl##_get_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
+                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
+                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
+                                      size_t count, uct_completion_t *comp);
 
 #endif

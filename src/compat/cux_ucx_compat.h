@@ -37,7 +37,7 @@
  *                                               why: a string saying why not (1.18+ pass it to UCP)
  *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
  *   CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp)   ep_check's argument check
- *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected, device)
+ *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected, device, sgl)
  *                                               internal iface ops; connected is CUX_EP_CONNECTED_IF_REACHABLE
  *                                               or CUX_EP_CONNECTED_NEVER (releases that ask endpoints)
  *
@@ -56,6 +56,13 @@
  *   CUX_MEM_ELEM_RELEASE_FUNC(name, impl)       the element release (1.23+) from void impl(void *release_handle)
  *   CUX_DEVICE_API_DECLS(prefix)                prototypes of PREFIX_get_device_ep, PREFIX_mem_elem_pack and
  *                                               (1.23+) PREFIX_mem_elem_release
+ *
+ * UCT's scatter-gather zero-copy ops (1.22+ put, 1.23+ get). `sgl` above names a transport's functions by prefix:
+ * PREFIX_query_v2 (the interface's v2 attributes: the ops' flags and counts), PREFIX_put_sgl_zcopy and
+ * PREFIX_get_sgl_zcopy with UCX's signatures; cux_no_sgl for a transport without.
+ *
+ *   CUX_UCX_HAS_PUT_SGL, CUX_UCX_HAS_GET_SGL    0 or 1
+ *   CUX_SGL_DECLS(prefix)                       prototypes of the functions the release has slots for
  */
 #ifndef CUX_UCX_COMPAT_H_
 #define CUX_UCX_COMPAT_H_
@@ -125,5 +132,10 @@ typedef struct cux_mem_info {
 #define cux_no_device_get_device_ep ucs_empty_function_return_unsupported
 #define cux_no_device_mem_elem_pack ucs_empty_function_return_unsupported
 #define cux_no_device_mem_elem_release ucs_empty_function
+
+/* The scatter-gather slots of a transport without scatter-gather ops (CUX_IFACE_INTERNAL_OPS_INIT(..., cux_no_sgl)). */
+#define cux_no_sgl_query_v2      uct_iface_base_query_v2
+#define cux_no_sgl_put_sgl_zcopy ucs_empty_function_return_unsupported
+#define cux_no_sgl_get_sgl_zcopy ucs_empty_function_return_unsupported
 
 #endif

@@ -201,7 +201,7 @@ static ucs_status_t cux_copy_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_
 
 static uct_iface_internal_ops_t cux_copy_iface_internal_ops =
         CUX_IFACE_INTERNAL_OPS_INIT(cux_copy_iface_estimate_perf, cux_copy_iface_is_reachable,
-                                    CUX_EP_CONNECTED_IF_REACHABLE, cux_no_device);
+                                    CUX_EP_CONNECTED_IF_REACHABLE, cux_no_device, cux_no_sgl);
 
 /* UCP 1.13 uses cuda_copy for copies between host and GPU memory: the host -> device link of the caller's
  * GPU. Without a measurement, UCX's own module's figures. */

@@ -67,9 +67,8 @@ static void cux_ipc_region_release(void *arg)
     cux_ipc_import_put(arg);
 }
 
-static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
-                                                         uint64_t remote_addr, uct_rkey_t rkey,
-                                                         uct_completion_t *comp, int put)
+ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                              uct_rkey_t rkey, uct_completion_t *comp, int put)
 {
     cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
     cux_ipc_ep_t *ep                     = ucs_derived_of(tl_ep, cux_ipc_ep_t);

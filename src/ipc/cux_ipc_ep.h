@@ -26,4 +26,9 @@ ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
                                   uct_rkey_t rkey, uct_completion_t *comp);
 ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 
+/* One zero-copy copy to (put) or from the peer's memory: what put_zcopy, get_zcopy and each piece of a
+ * scatter-gather list do. UCS_OK (nothing to do), UCS_INPROGRESS (comp follows), or an error. */
+ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
+                              uct_rkey_t rkey, uct_completion_t *comp, int put);
+
 #endif

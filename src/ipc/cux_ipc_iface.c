@@ -4,6 +4,7 @@
  */
 #include "cux_ipc_iface.h"
 #include "cux_ipc_ep.h"
+#include "cux_ipc_sgl.h"
 #include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
 
@@ -146,7 +147,7 @@ static uct_iface_ops_t cux_ipc_iface_ops = {
 
 static uct_iface_internal_ops_t cux_ipc_iface_internal_ops =
         CUX_IFACE_INTERNAL_OPS_INIT(uct_base_iface_estimate_perf, cux_ipc_iface_is_reachable, CUX_EP_CONNECTED_NEVER,
-                                    cux_ipc_device);
+                                    cux_ipc_device, cux_ipc_sgl);
 
 /* The best link from the caller's GPU to a GPU it can reach (itself included: two processes may share a
  * GPU). The interface is one device for every peer, so it reports its best link; without a measurement,

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Scatter-gather zero-copy put and get on cuda_ipc. Every piece (an element, or one repeat of it) goes through
+ * the endpoint's own zero-copy path, so a piece continuing the previous one in the same two allocations joins its
+ * copy and small pieces share a kernel launch (cux_completion.h): a list of adjacent KV-cache blocks costs one
+ * copy, not one per element. The whole list is checked before anything is issued (keys, bounds, room in the
+ * completion engine), so a refused list has written nothing; a driver failure after some pieces went out is
+ * reported through the completion, which the pieces still hold.
+ */
+#include "cux_ipc_sgl.h"
+#include "cux_ipc_ep.h"
+#include "cux_ipc_import.h"
+
+#include <ucs/debug/log.h>
+#include <inttypes.h>
+
+#if CUX_UCX_HAS_PUT_SGL
+
+/* The pieces of a list, or 0 with a log line when an element cannot be taken. */
+static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const uint64_t *remote_addrs,
+                                 uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, size_t count,
+                                 ucs_status_t *status_p)
+{
+    size_t pieces = 0, i, reps, span;
+    const cux_ipc_rkey_t *key;
+
+    for (i = 0; i < count; ++i) {
+        reps = (counts != NULL) ? counts[i] : 1;
+        if ((reps > 1) && (strides == NULL)) {
+            ucs_error("cuda_ipc: scatter-gather element %zu repeats %zu times without a stride", i, reps);
+            *status_p = UCS_ERR_INVALID_PARAM;
+            return 0;
+        }
+        if ((reps == 0) || (lengths[i] == 0)) {
+            continue;
+        }
+        key = &((const cux_ipc_unpacked_rkey_t*)rkeys[i])->key;
+        if (key->pid != ep->peer.pid) { /* another process's key: refused here as a single put would be */
+            *status_p = cux_ipc_peer_check_key(&ep->peer, key);
+            *status_p = UCS_STATUS_IS_ERR(*status_p) ? *status_p : UCS_ERR_UNREACHABLE;
+            return 0;
+        }
+        if (__builtin_mul_overflow(reps - 1, (strides != NULL) ? strides[i] : 0, &span) ||
+            __builtin_add_overflow(span, lengths[i], &span) || __builtin_add_overflow(pieces, reps, &pieces) ||
+            !cux_ipc_rkey_covers(key, remote_addrs[i], span)) {
+            ucs_error("cuda_ipc: scatter-gather element %zu (0x%" PRIx64 ", %zu bytes, %zu times) is outside the "
+                      "remote allocation 0x%" PRIx64 "+%" PRIu64, i, remote_addrs[i], lengths[i], reps,
+                      (uint64_t)key->base, (uint64_t)key->length);
+            *status_p = UCS_ERR_INVALID_PARAM;
+            return 0;
+        }
+    }
+    *status_p = UCS_OK;
+    return pieces;
+}
+
+static ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths,
+                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
+                                      const size_t *counts, const size_t *strides, size_t count,
+                                      uct_completion_t *comp, int put)
+{
+    cux_ipc_ep_t *ep                = ucs_derived_of(tl_ep, cux_ipc_ep_t);
+    cux_completion_t *completion    = &ucs_derived_of(tl_ep->iface, cux_ipc_iface_t)->super.completion;
+    size_t issued = 0, pieces, i, r, stride;
+    ucs_status_t status;
+    uct_iov_t iov;
+
+    pieces = cux_ipc_sgl_pieces(ep, lengths, remote_addrs, rkeys, counts, strides, count, &status);
+    if (pieces == 0) {
+        return status;
+    }
+    if (pieces > completion->max_inflight) {
+        ucs_error("cuda_ipc: a scatter-gather list of %zu pieces is more than an interface keeps in flight (%u: "
+                  "UCX_CUDA_IPC_MAX_INFLIGHT)", pieces, completion->max_inflight);
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+    if (completion->num_inflight + pieces > completion->max_inflight) {
+        return UCS_ERR_NO_RESOURCE; /* all or nothing: UCP retries the whole list from its pending queue */
+    }
+
+    iov.stride = 0;
+    iov.count  = 1;
+    for (i = 0; i < count; ++i) {
+        iov.memh = (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL;
+        iov.length = lengths[i];
+        stride     = (strides != NULL) ? strides[i] : 0;
+        for (r = 0; r < ((counts != NULL) ? counts[i] : 1); ++r) {
+            iov.buffer = UCS_PTR_BYTE_OFFSET(buffers[i], r * stride);
+            if (comp != NULL) {
+                ++comp->count; /* this piece's share: its completion takes it back */
+            }
+            status = cux_ipc_ep_zcopy(tl_ep, &iov, 1, remote_addrs[i] + r * stride, rkeys[i], comp, put);
+            if (status == UCS_INPROGRESS) {
+                ++issued;
+                continue;
+            }
+            if (comp != NULL) {
+                --comp->count;
+            }
+            if (UCS_STATUS_IS_ERR(status)) {
+                goto out;
+            }
+        }
+    }
+    status = UCS_OK;
+
+out:
+    if (issued == 0) {
+        return status;
+    }
+    /* The pieces in flight hold comp: the list completes through it, once, with the first error if any. */
+    if (comp != NULL) {
+        if (UCS_STATUS_IS_ERR(status)) {
+            uct_completion_update_status(comp, status);
+        }
+        --comp->count;
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t cux_ipc_sgl_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths,
+                                       uct_mem_h const *memhs, const uint64_t *remote_addrs,
+                                       uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides,
+                                       size_t count, uct_completion_t *comp)
+{
+    ucs_status_t status = cux_ipc_sgl_zcopy(tl_ep, buffers, lengths, memhs, remote_addrs, rkeys, counts, strides,
+                                            count, comp, 1);
+
+    ucs_trace_data("cuda_ipc put_sgl_zcopy %zu elements: %s", count, ucs_status_string(status));
+    return status;
+}
+
+#if CUX_UCX_HAS_GET_SGL
+ucs_status_t cux_ipc_sgl_get_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths,
+                                       uct_mem_h const *memhs, const uint64_t *remote_addrs,
+                                       uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides,
+                                       size_t count, uct_completion_t *comp)
+{
+    ucs_status_t status;
+
+    if (!ucs_derived_of(tl_ep->iface, cux_ipc_iface_t)->get_zcopy) {
+        return UCS_ERR_UNSUPPORTED; /* ENABLE_GET_ZCOPY=off: reads are not offered */
+    }
+    status = cux_ipc_sgl_zcopy(tl_ep, buffers, lengths, memhs, remote_addrs, rkeys, counts, strides, count, comp, 0);
+    ucs_trace_data("cuda_ipc get_sgl_zcopy %zu elements: %s", count, ucs_status_string(status));
+    return status;
+}
+#endif
+
+/* The ops' flags and list lengths: as many elements as the interface keeps in flight. */
+ucs_status_t cux_ipc_sgl_query_v2(uct_iface_h tl_iface, uct_iface_attr_v2_t *attr)
+{
+    cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
+    ucs_status_t status    = uct_iface_base_query_v2(tl_iface, attr);
+
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_CAP_FLAGS) {
+        attr->cap.flags |= UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY;
+#if CUX_UCX_HAS_GET_SGL
+        attr->cap.flags |= iface->get_zcopy ? UCT_IFACE_FLAG_V2_GET_SGL_ZCOPY : 0;
+#endif
+    }
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT) {
+        attr->max_put_sgl_zcopy_count = iface->super.completion.max_inflight;
+    }
+#if CUX_UCX_HAS_GET_SGL
+    if (attr->field_mask & UCT_IFACE_ATTR_FIELD_MAX_GET_SGL_ZCOPY_COUNT) {
+        attr->max_get_sgl_zcopy_count = iface->get_zcopy ? iface->super.completion.max_inflight : 0;
+    }
+#endif
+    return UCS_OK;
+}
+
+#endif

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Issue 34, item 2: UCT's scatter-gather zero-copy put (UCX 1.22+) and get (1.23+) on cuda_ipc. A list of pieces
+ * into two of the peer's allocations (adjacent, at odd offsets, empty, repeated at a stride) lands piece by piece
+ * and nowhere else, with one completion; a list with one bad element is refused before anything is written.
+ */
+#include "ipc_transport.h"
+
+#include <vector>
+
+extern "C" {
+#include "compat/cux_ucx_compat.h"
+#include "ipc/cux_ipc_rkey.h"
+#include <uct/api/v2/uct_v2.h>
+}
+
+using namespace cux_test;
+
+namespace {
+
+/* The arrays a scatter-gather call takes, built element by element. */
+struct sgl_list {
+    std::vector<void*>      buffers;
+    std::vector<size_t>     lengths, counts, strides;
+    std::vector<uint64_t>   remote;
+    std::vector<uct_rkey_t> rkeys;
+
+    void add(void *buffer, size_t length, uint64_t remote_addr, uct_rkey_t rkey, size_t count = 1,
+             size_t stride = 0)
+    {
+        buffers.push_back(buffer);
+        lengths.push_back(length);
+        remote.push_back(remote_addr);
+        rkeys.push_back(rkey);
+        counts.push_back(count);
+        strides.push_back(stride);
+    }
+
+    /* Writes what the list moves from `from` (bytes at the source addresses, relative to from_base) into `to`
+     * (relative to to_base), as the pieces do. */
+    void apply(bool put, const std::vector<uint8_t> &from, uintptr_t from_base, std::vector<uint8_t> &to,
+               uintptr_t to_base, uint64_t remote_base, uct_rkey_t only_rkey) const
+    {
+        for (size_t i = 0; i < buffers.size(); ++i) {
+            if (rkeys[i] != only_rkey) {
+                continue;
+            }
+            for (size_t r = 0; r < counts[i]; ++r) {
+                uintptr_t local = (uintptr_t)buffers[i] + r * strides[i];
+                uint64_t rem    = remote[i] + r * strides[i] - remote_base;
+                for (size_t k = 0; k < lengths[i]; ++k) {
+                    if (put) {
+                        to[rem + k] = from[local - from_base + k];
+                    } else {
+                        to[local - to_base + k] = from[rem + k];
+                    }
+                }
+            }
+        }
+    }
+};
+
+} // namespace
+
+#if CUX_UCX_HAS_PUT_SGL
+class ipc_sgl : public ipc_transport {
+protected:
+    ucs_status_t sgl(bool put, const sgl_list &l, counting_completion &comp, bool with_counts = true)
+    {
+        ucs_status_t status;
+        if (put) {
+            status = uct_ep_put_sgl_zcopy(m_ep, l.buffers.data(), l.lengths.data(), nullptr, l.remote.data(),
+                                          l.rkeys.data(), with_counts ? l.counts.data() : nullptr,
+                                          with_counts ? l.strides.data() : nullptr, l.buffers.size(), &comp.comp);
+        } else {
+#  if CUX_UCX_HAS_GET_SGL
+            status = uct_ep_get_sgl_zcopy(m_ep, l.buffers.data(), l.lengths.data(), nullptr, l.remote.data(),
+                                          l.rkeys.data(), with_counts ? l.counts.data() : nullptr,
+                                          with_counts ? l.strides.data() : nullptr, l.buffers.size(), &comp.comp);
+#  else
+            status = UCS_ERR_UNSUPPORTED;
+#  endif
+        }
+        return (status == UCS_INPROGRESS) ? wait(&comp.comp) : status;
+    }
+
+    /* The whole of a remote allocation, read back with a plain get. */
+    std::vector<uint8_t> remote_image(const remote_buf &rb, size_t size)
+    {
+        buffer back(buf_kind::cuda0, size);
+        EXPECT_EQ(UCS_OK, zcopy(false, back.ptr(), size, rb.addr, rb.rkey.rkey));
+        return back.read();
+    }
+
+    /* Pieces into (or out of) two allocations, of every shape a list may hold. */
+    void check_list(bool put)
+    {
+        const size_t size = 1 << 20;
+        start_peer();
+        remote_buf a = remote_alloc(size, 0, 71, alloc_legacy), b = remote_alloc(size, 0, 72, alloc_vmm_fd);
+        ASSERT_NE(0u, a.addr);
+        ASSERT_NE(0u, b.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 71));
+        ASSERT_EQ(0, remote(peer_op::fill, b.addr, size, 72));
+        buffer local(buf_kind::cuda0, size);
+        std::vector<uint8_t> mine = pattern(73, size);
+        local.write(mine);
+        uint8_t *l = (uint8_t*)local.ptr();
+
+        sgl_list list;
+        list.add(l, 4096, a.addr, a.rkey.rkey);
+        list.add(l + 4096, 4096, a.addr + 4096, a.rkey.rkey); /* continues the previous piece: one copy */
+        list.add(l + 100001, 1000, b.addr + 7, b.rkey.rkey);  /* odd offsets, another allocation */
+        list.add(l + 300000, 0, a.addr + 300000, a.rkey.rkey); /* empty */
+        list.add(l + 200000, 512, a.addr + 200000, a.rkey.rkey, 3, 16384); /* three times, 16 KB apart */
+        list.add(l + 500003, 77, a.addr + 600005, a.rkey.rkey); /* elsewhere in the remote allocation */
+
+        counting_completion comp;
+        ASSERT_EQ(UCS_OK, sgl(put, list, comp));
+        EXPECT_LE(comp.done, 1) << "one completion for the list";
+
+        std::vector<uint8_t> want_a = pattern(71, size), want_b = pattern(72, size);
+        if (put) {
+            list.apply(true, mine, (uintptr_t)l, want_a, 0, a.addr, a.rkey.rkey);
+            list.apply(true, mine, (uintptr_t)l, want_b, 0, b.addr, b.rkey.rkey);
+            EXPECT_TRUE(remote_image(a, size) == want_a) << "the pieces into the first allocation, nothing else";
+            EXPECT_TRUE(remote_image(b, size) == want_b) << "the piece into the second allocation, nothing else";
+        } else {
+            std::vector<uint8_t> want = mine;
+            list.apply(false, want_a, 0, want, (uintptr_t)l, a.addr, a.rkey.rkey);
+            list.apply(false, want_b, 0, want, (uintptr_t)l, b.addr, b.rkey.rkey);
+            EXPECT_TRUE(local.read() == want) << "each piece read into its place, nothing else";
+        }
+        remote_free(a);
+        remote_free(b);
+    }
+};
+
+TEST_F(ipc_sgl, the_interface_offers_the_ops_with_as_many_elements_as_it_keeps_in_flight)
+{
+    uct_iface_attr_v2_t attr = {};
+    attr.field_mask = UCT_IFACE_ATTR_FIELD_CAP_FLAGS | UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT;
+#  if CUX_UCX_HAS_GET_SGL
+    attr.field_mask |= UCT_IFACE_ATTR_FIELD_MAX_GET_SGL_ZCOPY_COUNT;
+#  endif
+    ASSERT_EQ(UCS_OK, uct_iface_query_v2(m_iface, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY);
+    EXPECT_GT(attr.max_put_sgl_zcopy_count, 1000u);
+#  if CUX_UCX_HAS_GET_SGL
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_V2_GET_SGL_ZCOPY);
+    EXPECT_EQ(attr.max_put_sgl_zcopy_count, attr.max_get_sgl_zcopy_count);
+#  endif
+}
+
+TEST_F(ipc_sgl, a_put_list_writes_each_piece_and_nothing_else_with_one_completion)
+{
+    check_list(true);
+}
+
+TEST_F(ipc_sgl, a_get_list_reads_each_piece_into_its_place_with_one_completion)
+{
+#  if !CUX_UCX_HAS_GET_SGL
+    GTEST_SKIP() << "scatter-gather gets arrive in UCX 1.23";
+#  endif
+    check_list(false);
+}
+
+TEST_F(ipc_sgl, a_list_with_a_bad_element_is_refused_before_anything_is_written)
+{
+    const size_t size = 1 << 20;
+    start_peer();
+    remote_buf a = remote_alloc(size, 0, 81, alloc_legacy);
+    ASSERT_NE(0u, a.addr);
+    ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 81));
+    buffer local(buf_kind::cuda0, size);
+    local.write(pattern(82, size));
+    uint8_t *l = (uint8_t*)local.ptr();
+
+    sgl_list outside;
+    outside.add(l, 4096, a.addr, a.rkey.rkey);
+    outside.add(l + 8192, 512, a.addr + size - 100, a.rkey.rkey); /* runs past the allocation */
+    counting_completion comp;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, sgl(true, outside, comp));
+
+    sgl_list repeated;
+    repeated.add(l, 4096, a.addr, a.rkey.rkey);
+    repeated.add(l + 8192, 512, a.addr + 8192, a.rkey.rkey, 2, 1 << 30); /* its repeats leave the allocation */
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, sgl(true, repeated, comp));
+    std::vector<size_t> no_strides_counts = {1, 2};
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_put_sgl_zcopy(m_ep, repeated.buffers.data(), repeated.lengths.data(), nullptr,
+                                   repeated.remote.data(), repeated.rkeys.data(), no_strides_counts.data(), nullptr,
+                                   2, &comp.comp)) << "repeats without a stride";
+    std::vector<size_t> huge_counts = {1, SIZE_MAX / 2}, strides = {0, 4};
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_put_sgl_zcopy(m_ep, repeated.buffers.data(), repeated.lengths.data(), nullptr,
+                                   repeated.remote.data(), repeated.rkeys.data(), huge_counts.data(),
+                                   strides.data(), 2, &comp.comp)) << "repeats whose span overflows";
+    EXPECT_EQ(0, comp.done);
+    EXPECT_EQ(0, remote(peer_op::check, a.addr, size, 81)) << "nothing of a refused list was written";
+
+    /* a key the peer never handed out, behind a good piece: refused, through the completion if the good piece
+     * went out first */
+    cux_ipc_rkey_t forged = *(const cux_ipc_rkey_t*)a.rkey.rkey;
+    forged.buffer_id ^= 1;
+    cux_ipc_rkey_seal(&forged);
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &forged, &bundle));
+    sgl_list with_forged;
+    with_forged.add(l, 4096, a.addr, a.rkey.rkey);
+    with_forged.add(l + 8192, 512, a.addr + 8192, bundle.rkey);
+    counting_completion comp2;
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(sgl(true, with_forged, comp2)));
+    EXPECT_LE(comp2.done, 1);
+    uct_rkey_release(m_component, &bundle);
+    remote_free(a);
+}
+#endif
