@@ -21,11 +21,8 @@ work=$(mktemp -d /tmp/cux-devperf.XXXXXX)
 report="$out/device-perftest.txt"
 raw="$work/raw"
 mkdir -p "$out"
-for module in ucx ours; do
-    cp -a "$prefix/lib" "$work/$module"
-done
-cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
-cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+. "$(dirname "$0")/ucx-module-copies.sh"
+module_copies "$prefix" "$ours" "$work"
 
 # test level threads size iterations (UCX 1.22's perftest kernels have no block level: "Unsupported level: 2")
 shapes=(

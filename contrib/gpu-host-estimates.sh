@@ -21,11 +21,8 @@ out=${OUT:-/tmp/cux-out}
 work=$(mktemp -d /tmp/cux-est.XXXXXX)
 report="$out/estimates.txt"
 mkdir -p "$out"
-for module in ucx ours; do
-    cp -a "$prefix/lib" "$work/$module"
-done
-cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
-cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+. "$(dirname "$0")/ucx-module-copies.sh"
+module_copies "$prefix" "$ours" "$work"
 : >"$report"
 
 tls=self,sm,cma,cuda_copy,cuda_ipc

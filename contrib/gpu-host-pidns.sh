@@ -20,11 +20,8 @@ out=${OUT:-/tmp/cux-out}
 work=$(mktemp -d /tmp/cux-pidns.XXXXXX)
 report="$out/pidns.txt"
 mkdir -p "$out"
-for module in ucx ours; do
-    cp -a "$prefix/lib" "$work/$module"
-done
-cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
-cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+. "$(dirname "$0")/ucx-module-copies.sh"
+module_copies "$prefix" "$ours" "$work"
 
 echo "## driver alone ($(basename "$probe"))" >"$report"
 timeout -k 5 60 "$probe" >"$out/pidns-probe.log" 2>&1

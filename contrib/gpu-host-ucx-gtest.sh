@@ -26,11 +26,8 @@ report="$out/ucx-gtest.txt"
 mkdir -p "$out"
 
 [ -x "$prefix/gtest/gtest" ] || { echo "gpu-host-ucx-gtest: no $prefix/gtest/gtest (contrib/build-ucx-gtest.sh)" >&2; exit 1; }
-for module in ucx ours; do
-    cp -a "$prefix/lib" "$work/$module"
-done
-cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
-cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+. "$(dirname "$0")/ucx-module-copies.sh"
+module_copies "$prefix" "$ours" "$work"
 
 filters=("cuda*" "*mem_type*:*memtype*")
 names=(cuda memtype)

@@ -59,12 +59,14 @@
 /* scatter-gather zero-copy put (its count and flag in iface_query_v2) */
 #undef CUX_UCX_HAS_PUT_SGL
 #define CUX_UCX_HAS_PUT_SGL 1
+/* a scatter-gather op's prototype (put and get have the same) */
+#define CUX_SGL_OP_DECL(_name) \
+    ucs_status_t _name(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, uct_mem_h const *memhs, \
+                       const uint64_t *remote_addrs, uct_rkey_t const *rkeys, const size_t *counts, \
+                       const size_t *strides, size_t count, uct_completion_t *comp);
 #undef CUX_SGL_DECLS
 #define CUX_SGL_DECLS(_sgl) \
     ucs_status_t _sgl##_query_v2(uct_iface_h tl_iface, uct_iface_attr_v2_t *attr); \
-    ucs_status_t _sgl##_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
-                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
-                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
-                                      size_t count, uct_completion_t *comp);
+    CUX_SGL_OP_DECL(_sgl##_put_sgl_zcopy)
 
 #endif

@@ -52,13 +52,7 @@
 #undef CUX_SGL_DECLS
 #define CUX_SGL_DECLS(_sgl) \
     ucs_status_t _sgl##_query_v2(uct_iface_h tl_iface, uct_iface_attr_v2_t *attr); \
-    ucs_status_t _sgl##_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
-                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
-                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
-                                      size_t count, uct_completion_t *comp); \
-    ucs_status_t _sgl##_get_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, \
-                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, \
-                                      uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, \
-                                      size_t count, uct_completion_t *comp);
+    CUX_SGL_OP_DECL(_sgl##_put_sgl_zcopy) \
+    CUX_SGL_OP_DECL(_sgl##_get_sgl_zcopy)
 
 #endif
