@@ -5,11 +5,14 @@
  * ucp_get_nbx), then one worker flush.
  *
  *   cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] [-o put,get] [-p one|all]
- *              [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]
+ *              [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES] [-G]
  *   cux_blocks -F SIZE [-T SECONDS] [-g GPUS]
  *
  * -n processes (default 2), forked by this program, rank r on GPU r % GPUS (-g: default every GPU the
  * driver shows). -p one: rank 0 transfers to rank 1 (default); all: every rank to every other at once.
+ * -G (UCX 1.22+, puts): each target's blocks go as one ucp_put_nbx of UCP's scatter-gather datatype
+ * (ucp_dt_make_sgl(), a local and a remote list), which UCP hands to a transport's scatter-gather put where a
+ * lane offers one; the lists are built in the posting time, as an application builds them.
  * -l one: the blocks of a transfer lie in one large allocation; many: one allocation per block. Sizes take
  * k and m suffixes. A case whose memory on one rank (blocks exposed to every source) exceeds -M (default
  * 1 GiB) is skipped.
@@ -82,8 +85,9 @@ static struct {
     size_t   max_bytes;
     size_t   freed_size;    /* -F: the freed-memory check instead of the transfers */
     double   freed_seconds; /* -T */
+    int      sgl;           /* -G: one scatter-gather put per target */
 } opt = {2, 0, {16 << 10, 64 << 10, 256 << 10, 1 << 20}, 4, {1, 10, 100, 1000, 10000}, 5, 3, 3, 0, 5, 2,
-         1ul << 30, 0, 15};
+         1ul << 30, 0, 15, 0};
 
 static void die(const char *fmt, ...)
 {
@@ -166,7 +170,7 @@ static int parse_names(const char *arg, const char *first, const char *second)
 static void parse_options(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "n:g:s:k:l:o:p:r:f:M:F:T:h")) != -1) {
+    while ((c = getopt(argc, argv, "n:g:s:k:l:o:p:r:f:M:F:T:Gh")) != -1) {
         switch (c) {
         case 'n': opt.nprocs = atoi(optarg); break;
         case 'g': opt.ngpus = atoi(optarg); break;
@@ -180,9 +184,10 @@ static void parse_options(int argc, char **argv)
         case 'M': opt.max_bytes = parse_size(optarg); break;
         case 'F': opt.freed_size = parse_size(optarg); break;
         case 'T': opt.freed_seconds = atof(optarg); break;
+        case 'G': opt.sgl = 1; break;
         default:
             fprintf(stderr, "usage: cux_blocks [-n PROCESSES] [-g GPUS] [-s SIZES] [-k COUNTS] [-l one,many] "
-                            "[-o put,get] [-p one|all] [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES]\n"
+                            "[-o put,get] [-p one|all] [-r REPEATS] [-f FIRST_REPEATS] [-M MAX_BYTES] [-G]\n"
                             "       cux_blocks -F SIZE [-T SECONDS] [-g GPUS]\n");
             exit(c == 'h' ? 0 : 2);
         }
@@ -190,6 +195,15 @@ static void parse_options(int argc, char **argv)
     if ((opt.nprocs < 2) || (opt.ngpus < 0) || (opt.repeats < 1) || (opt.first_repeats < 0)) {
         die("need -n >= 2, -g >= 0, -r >= 1, -f >= 0");
     }
+#ifdef ucp_dt_make_sgl
+    if (opt.sgl && (opt.ops & 2)) {
+        die("-G posts puts only (UCP's scatter-gather gets are not offered here)");
+    }
+#else
+    if (opt.sgl) {
+        die("-G needs a UCP with the scatter-gather datatype (UCX 1.22+)");
+    }
+#endif
 }
 
 /* ------------------------------------------------------------------ CUDA, through the global scope */
@@ -671,6 +685,92 @@ static void flush_worker(void)
     wait_request(ucp_worker_flush_nbx(me.worker, &param), "ucp_worker_flush_nbx");
 }
 
+/* -G: one target's blocks as UCP's scatter-gather lists, kept until the transfer is complete (UCP does not copy
+ * the arrays). */
+typedef struct {
+    void       **buffers;
+    size_t     *lengths;
+    ucp_mem_h  *memhs;
+    uint64_t   *remote_addrs;
+    ucp_rkey_h *rkeys;
+} sgl_lists_t;
+
+static void sgl_lists_free(sgl_lists_t *l)
+{
+    free(l->buffers);
+    free(l->lengths);
+    free(l->memhs);
+    free(l->remote_addrs);
+    free(l->rkeys);
+}
+
+static void transfer_req_done(void *request, ucs_status_t status, void *arg);
+
+/* The operation's name in the report: -G's puts are "put-sgl". */
+static const char *op_name(int put)
+{
+    return !put ? "get" : opt.sgl ? "put-sgl" : "put";
+}
+
+static void post_sgl(sgl_lists_t *l, int t, const blocks_t *local, const remote_t *remote, size_t count,
+                     int peer_index, transfer_reqs_t *reqs)
+{
+#ifdef ucp_dt_make_sgl
+    ucp_request_param_t param;
+    ucp_dt_local_sgl_t lsgl;
+    ucp_dt_remote_sgl_t rsgl;
+    void *request;
+
+    l->buffers      = malloc(count * sizeof(*l->buffers));
+    l->lengths      = malloc(count * sizeof(*l->lengths));
+    l->memhs        = malloc(count * sizeof(*l->memhs));
+    l->remote_addrs = malloc(count * sizeof(*l->remote_addrs));
+    l->rkeys        = malloc(count * sizeof(*l->rkeys));
+    if (!l->buffers || !l->lengths || !l->memhs || !l->remote_addrs || !l->rkeys) {
+        die("out of memory for a list of %zu blocks", count);
+    }
+    for (size_t i = 0; i < count; ++i) {
+        size_t li          = peer_index * count + i;
+        int ri             = remote[t].many ? (int)i : 0;
+        l->buffers[i]      = (void*)block_addr(local, li);
+        l->lengths[i]      = local->block;
+        l->memhs[i]        = block_memh(local, li);
+        l->remote_addrs[i] = remote[t].base[ri] +
+                             (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * local->block);
+        l->rkeys[i]        = remote[t].rkey[ri];
+    }
+    lsgl.field_mask      = UCP_DT_LOCAL_SGL_FIELD_BUFFERS | UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
+                           UCP_DT_LOCAL_SGL_FIELD_MEMHS;
+    lsgl.buffers         = l->buffers;
+    lsgl.lengths         = l->lengths;
+    lsgl.memhs           = l->memhs;
+    lsgl.counts          = NULL;
+    lsgl.strides         = NULL;
+    rsgl.field_mask      = UCP_DT_REMOTE_SGL_FIELD_REMOTE_ADDRS | UCP_DT_REMOTE_SGL_FIELD_LENGTHS |
+                           UCP_DT_REMOTE_SGL_FIELD_RKEYS;
+    rsgl.remote_addrs    = l->remote_addrs;
+    rsgl.lengths         = l->lengths;
+    rsgl.rkeys           = l->rkeys;
+    param.op_attr_mask   = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REMOTE_DATATYPE | UCP_OP_ATTR_FIELD_REMOTE |
+                           UCP_OP_ATTR_FIELD_REMOTE_COUNT | UCP_OP_ATTR_FIELD_MEMORY_TYPE |
+                           UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.datatype        = ucp_dt_make_sgl();
+    param.remote_datatype = ucp_dt_make_sgl();
+    param.remote          = &rsgl;
+    param.remote_count    = count;
+    param.memory_type     = UCS_MEMORY_TYPE_CUDA;
+    param.cb.send         = transfer_req_done;
+    param.user_data       = reqs;
+    request = ucp_put_nbx(me.eps[t], &lsgl, count, UCP_REMOTE_ADDR_INVALID, UCP_RKEY_INVALID, &param);
+    if (UCS_PTR_IS_ERR(request)) {
+        die("ucp_put_nbx of a %zu-block list: %s", count, ucs_status_string(UCS_PTR_STATUS(request)));
+    }
+    reqs->posted += (request != NULL);
+#else
+    die("-G needs UCX 1.22+");
+#endif
+}
+
 /* Transfers whose worker flush returned before every operation posted ahead of it had completed. */
 static uint64_t early_flushes;
 
@@ -686,10 +786,16 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
     double t0 = now_us(), t1;
     transfer_reqs_t reqs = {0, 0, UCS_OK};
     ucp_request_param_t param;
+    sgl_lists_t *lists = opt.sgl ? xalloc(opt.nprocs, sizeof(*lists)) : NULL;
     int peer_index = 0;
 
     for (int t = 0; t < opt.nprocs; ++t) {
         if (!sends_to(me.rank, t)) {
+            continue;
+        }
+        if (opt.sgl) {
+            post_sgl(&lists[peer_index], t, local, remote, count, peer_index, &reqs);
+            ++peer_index;
             continue;
         }
         for (size_t i = 0; i < count; ++i) {
@@ -728,6 +834,10 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
         die("ucp_%s_nbx completed with %s", put ? "put" : "get", ucs_status_string(reqs.status));
     }
     *total = now_us() - t0;
+    for (int i = 0; opt.sgl && (i < peer_index); ++i) {
+        sgl_lists_free(&lists[i]);
+    }
+    free(lists);
     return t1 - t0;
 }
 
@@ -836,7 +946,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
     }
     if (max_exposure > opt.max_bytes) {
         if (me.rank == 0) {
-            printf("%s %-4s %8zu x %5zu: skipped, %zu MB exposed on a rank is over -M\n", put ? "put" : "get",
+            printf("%s %-4s %8zu x %5zu: skipped, %zu MB exposed on a rank is over -M\n", op_name(put),
                    many ? "many" : "one", size, count, max_exposure >> 20);
             fflush(stdout);
         }
@@ -887,7 +997,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         int allocs    = many ? (int)count : 1; /* target allocations one initiator touches, per target */
         double per    = opt.first_repeats ? (first - warm) / allocs : 0;
         printf("%s %-4s %8zu x %5zu: %8.1f us, %7.2f GB/s, %10.0f blocks/s, post %6.2f us/block, spread %4.1f%%",
-               put ? "put" : "get", many ? "many" : "one", size, count, warm, bytes / warm / 1e3,
+               op_name(put), many ? "many" : "one", size, count, warm, bytes / warm / 1e3,
                bytes / size / warm * 1e6, post, spread);
         if (opt.first_repeats) {
             printf(", first %9.1f us (%7.1f us per new allocation, unpack %7.1f us)", first, per, unp);
@@ -897,7 +1007,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         }
         printf(", data %s\n", bad ? "BAD" : "ok");
         if (drvcount.enable) {
-            printf("DRVCALLS op=%s layout=%s size=%zu count=%zu per block:", put ? "put" : "get",
+            printf("DRVCALLS op=%s layout=%s size=%zu count=%zu per block:", op_name(put),
                    many ? "many" : "one", size, count);
             drvcount.report(stdout, (double)opt.repeats * ntargets * count);
             printf("\n");
@@ -905,7 +1015,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         printf("RESULT op=%s layout=%s size=%zu count=%zu ranks=%d initiators=%d pattern=%s time_us=%.2f "
                "gbps=%.4f blocks_per_s=%.0f post_us=%.4f spread_pct=%.2f first_us=%.2f first_per_alloc_us=%.2f "
                "unpack_us=%.2f flush_early=%" PRIu64 " data=%s\n",
-               put ? "put" : "get", many ? "many" : "one", size, count, opt.nprocs, initiators,
+               op_name(put), many ? "many" : "one", size, count, opt.nprocs, initiators,
                opt.all_to_all ? "all" : "one", warm, bytes / warm / 1e3, bytes / size / warm * 1e6, post, spread,
                first, per, unp, early, bad ? "bad" : "ok");
         fflush(stdout);

@@ -9,7 +9,12 @@
 
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
+
+extern "C" {
+#include "compat/cux_ucx_compat.h"
+}
 
 using namespace cux_test;
 
@@ -303,6 +308,33 @@ TEST_F(ucp_programs, many_block_benchmark_checks_every_block)
         EXPECT_EQ(std::string::npos, r.output.find("BAD")) << r.output;
         EXPECT_NE(std::string::npos, r.output.find("RESULT op=get layout=many size=65539")) << r.output;
     }
+}
+
+/* UCP's scatter-gather puts (UCX 1.22+, issue 34): each target's blocks as one ucp_put_nbx of the SGL datatype.
+ * UCP hands the list to cuda_ipc's scatter-gather put (its protocol table says so), and every block arrives. */
+TEST_F(ucp_programs, many_block_benchmark_posts_scatter_gather_lists_that_cuda_ipc_takes)
+{
+#if !CUX_UCX_HAS_PUT_SGL
+    GTEST_SKIP() << "UCP's scatter-gather datatype arrives in UCX 1.22";
+#else
+    for (const char *shape : {"-n 2 -p one -k 1,100", "-n 3 -p all -k 1,20"}) {
+        SCOPED_TRACE(shape);
+        command_result r = run_command(m_env + "UCX_TLS=self,sm,cuda_copy,cuda_ipc UCX_PROTO_INFO=y timeout 300 " +
+                                       m_run + " " + build_path("bench/cux_blocks") + " -G -o put " + shape +
+                                       " -s 16k,65539 -r 2 -f 1");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("cux_blocks: done")) << r.output;
+        EXPECT_EQ(std::string::npos, r.output.find("BAD")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("RESULT op=put-sgl layout=many size=65539")) << r.output;
+        std::istringstream lines(r.output);
+        std::string line;
+        bool taken = false;
+        while (std::getline(lines, line)) {
+            taken |= (line.find("| sgl ") != std::string::npos) && (line.find("cuda_ipc/cuda") != std::string::npos);
+        }
+        EXPECT_TRUE(taken) << "UCP chose cuda_ipc's scatter-gather put:\n" << r.output;
+    }
+#endif
 }
 
 /* UCP's worker flush can return while operations still wait in a transport's pending queue (issue 31: UCP 1.13 to
