@@ -67,22 +67,71 @@ static void cux_ipc_region_release(void *arg)
     cux_ipc_import_put(arg);
 }
 
-ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                              uct_rkey_t rkey, uct_completion_t *comp, int put)
+ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local)
 {
-    cux_ipc_iface_t *iface               = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
-    cux_ipc_ep_t *ep                     = ucs_derived_of(tl_ep, cux_ipc_ep_t);
-    const cux_ipc_unpacked_rkey_t *ukey  = (const cux_ipc_unpacked_rkey_t*)rkey;
-    const cux_ipc_rkey_t *key            = &ukey->key;
-    const cux_ipc_memh_t *memh;
-    uintptr_t local_alloc;
+    const cux_ipc_memh_t *m = memh;
+    cux_ptr_info_t info;
+    ucs_status_t status;
+
+    if (m != UCT_MEM_HANDLE_NULL) {
+        local->device = m->device;
+        local->alloc  = m->key.base;
+        return UCS_OK;
+    }
+    status = cux_ptr_query(buffer, &info);
+    if (status == UCS_OK) {
+        local->device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
+        local->alloc  = (uintptr_t)info.base; /* 0 for host memory: never merged */
+    }
+    return status;
+}
+
+ucs_status_t cux_ipc_ep_zcopy_issue(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
+                                    uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp, int put)
+{
+    cux_ipc_iface_t *iface              = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    cux_ipc_ep_t *ep                    = ucs_derived_of(tl_ep, cux_ipc_ep_t);
+    const cux_ipc_unpacked_rkey_t *ukey = (const cux_ipc_unpacked_rkey_t*)rkey;
     cux_copy_allocs_t allocs;
     cux_ipc_region_t *region;
-    cux_ptr_info_t info;
     cux_dev_res_t *res;
     ucs_status_t status;
-    int device;
     void *remote;
+
+    status = cux_dev_resources_get(&iface->super.devs, local->device, &res);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    status = cux_ipc_import_get(ukey, local->device, &ep->peer, &region);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - ukey->key.base);
+    /* adjacent blocks of one transfer become one copy (cux_completion.h): both allocations must be known */
+    allocs.dst = put ? (uintptr_t)region->mapped : local->alloc;
+    allocs.src = put ? local->alloc : (uintptr_t)region->mapped;
+
+    /* One queue per peer device keeps copies to different GPUs apart. */
+    status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
+                          put ? remote : buffer, put ? buffer : remote, length,
+                          (iface->super.completion.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, &allocs,
+                          comp, cux_ipc_region_release, region);
+    if (status != UCS_INPROGRESS) {
+        cux_ipc_import_put(region);
+    }
+    return status;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                                         uint64_t remote_addr, uct_rkey_t rkey,
+                                                         uct_completion_t *comp, int put)
+{
+    cux_ipc_iface_t *iface    = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
+    cux_ipc_ep_t *ep          = ucs_derived_of(tl_ep, cux_ipc_ep_t);
+    const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rkey)->key;
+    cux_ipc_local_t local;
+    ucs_status_t status;
     size_t length;
 
     if (ucs_unlikely(iovcnt > 1)) {
@@ -108,41 +157,11 @@ ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcn
     }
 
     /* The local buffer's device maps the remote allocation and drives the copy. */
-    memh = iov[0].memh;
-    if (memh != UCT_MEM_HANDLE_NULL) {
-        device      = memh->device;
-        local_alloc = memh->key.base;
-    } else if ((status = cux_ptr_query(iov[0].buffer, &info)) != UCS_OK) {
-        return status;
-    } else {
-        device      = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
-        local_alloc = (uintptr_t)info.base; /* 0 for host memory: never merged */
-    }
-
-    status = cux_dev_resources_get(&iface->super.devs, device, &res);
+    status = cux_ipc_ep_local(iov[0].buffer, iov[0].memh, &local);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
-
-    status = cux_ipc_import_get(ukey, device, &ep->peer, &region);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-    remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - key->base);
-    /* adjacent blocks of one transfer become one copy (cux_completion.h): both allocations must be known */
-    allocs.dst = put ? (uintptr_t)region->mapped : local_alloc;
-    allocs.src = put ? local_alloc : (uintptr_t)region->mapped;
-
-    /* One queue per peer device keeps copies to different GPUs apart. */
-    status = cux_dev_copy(res, (ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices,
-                          put ? remote : iov[0].buffer,
-                          put ? iov[0].buffer : remote, length,
-                          (iface->super.completion.max_batch > 1) ? CUX_DEV_COPY_BATCH : CUX_DEV_COPY_ASYNC, &allocs,
-                          comp, cux_ipc_region_release, region);
-    if (status != UCS_INPROGRESS) {
-        cux_ipc_import_put(region);
-    }
-    return status;
+    return cux_ipc_ep_zcopy_issue(tl_ep, iov[0].buffer, &local, length, remote_addr, rkey, comp, put);
 }
 
 ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,

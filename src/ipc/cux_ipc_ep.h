@@ -26,9 +26,19 @@ ucs_status_t cux_ipc_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t i
                                   uct_rkey_t rkey, uct_completion_t *comp);
 ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
 
-/* One zero-copy copy to (put) or from the peer's memory: what put_zcopy, get_zcopy and each piece of a
- * scatter-gather list do. UCS_OK (nothing to do), UCS_INPROGRESS (comp follows), or an error. */
-ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, uint64_t remote_addr,
-                              uct_rkey_t rkey, uct_completion_t *comp, int put);
+/* The local side of a copy: the device whose context maps the peer's allocation and drives the copy, and the
+ * local allocation (0 for host memory), from the memory handle or else a pointer query. */
+typedef struct cux_ipc_local {
+    int       device;
+    uintptr_t alloc;
+} cux_ipc_local_t;
+
+ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local);
+
+/* One zero-copy copy of length (> 0) bytes to (put) or from the peer's memory, its key and bounds already checked
+ * and room in flight known: what put_zcopy, get_zcopy and each piece of a scatter-gather list end in.
+ * UCS_INPROGRESS (comp follows) or an error. */
+ucs_status_t cux_ipc_ep_zcopy_issue(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
+                                    uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp, int put);
 
 #endif

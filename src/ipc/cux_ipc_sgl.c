@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Scatter-gather zero-copy put and get on cuda_ipc. Every piece (an element, or one repeat of it) goes through
- * the endpoint's own zero-copy path, so a piece continuing the previous one in the same two allocations joins its
+ * Scatter-gather zero-copy put and get on cuda_ipc. Every piece (an element, or one repeat of it) ends in the
+ * endpoint's own copy (cux_ipc_ep_zcopy_issue), so a piece continuing the previous one in the same two allocations joins its
  * copy and small pieces share a kernel launch (cux_completion.h): a list of adjacent KV-cache blocks costs one
  * copy, not one per element. The whole list is checked before anything is issued (keys, bounds, room in the
  * completion engine), so a refused list has written nothing; a driver failure after some pieces went out is
@@ -16,7 +16,14 @@
 
 #if CUX_UCX_HAS_PUT_SGL
 
-/* The pieces of a list, or 0 with a log line when an element cannot be taken. */
+/* How many times element i goes: counts may be NULL (once each). */
+static UCS_F_ALWAYS_INLINE size_t cux_ipc_sgl_reps(const size_t *counts, size_t i)
+{
+    return (counts != NULL) ? counts[i] : 1;
+}
+
+/* The pieces of a list, or 0 with a log line when an element cannot be taken: the checks a single put makes
+ * (the key's process, the bounds), once for the list, so that its pieces go straight to the copy. */
 static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const uint64_t *remote_addrs,
                                  uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides, size_t count,
                                  ucs_status_t *status_p)
@@ -25,7 +32,7 @@ static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const 
     const cux_ipc_rkey_t *key;
 
     for (i = 0; i < count; ++i) {
-        reps = (counts != NULL) ? counts[i] : 1;
+        reps = cux_ipc_sgl_reps(counts, i);
         if ((reps > 1) && (strides == NULL)) {
             ucs_error("cuda_ipc: scatter-gather element %zu repeats %zu times without a stride", i, reps);
             *status_p = UCS_ERR_INVALID_PARAM;
@@ -61,9 +68,9 @@ static ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, cons
 {
     cux_ipc_ep_t *ep                = ucs_derived_of(tl_ep, cux_ipc_ep_t);
     cux_completion_t *completion    = &ucs_derived_of(tl_ep->iface, cux_ipc_iface_t)->super.completion;
-    size_t issued = 0, pieces, i, r, stride;
+    size_t issued = 0, pieces, i, r, reps, stride;
+    cux_ipc_local_t local;
     ucs_status_t status;
-    uct_iov_t iov;
 
     pieces = cux_ipc_sgl_pieces(ep, lengths, remote_addrs, rkeys, counts, strides, count, &status);
     if (pieces == 0) {
@@ -78,18 +85,23 @@ static ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, cons
         return UCS_ERR_NO_RESOURCE; /* all or nothing: UCP retries the whole list from its pending queue */
     }
 
-    iov.stride = 0;
-    iov.count  = 1;
     for (i = 0; i < count; ++i) {
-        iov.memh = (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL;
-        iov.length = lengths[i];
-        stride     = (strides != NULL) ? strides[i] : 0;
-        for (r = 0; r < ((counts != NULL) ? counts[i] : 1); ++r) {
-            iov.buffer = UCS_PTR_BYTE_OFFSET(buffers[i], r * stride);
+        reps = cux_ipc_sgl_reps(counts, i);
+        if ((reps == 0) || (lengths[i] == 0)) {
+            continue;
+        }
+        /* the element's local side once: its repeats lie in the same allocation */
+        status = cux_ipc_ep_local(buffers[i], (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL, &local);
+        if (status != UCS_OK) {
+            goto out;
+        }
+        stride = (strides != NULL) ? strides[i] : 0;
+        for (r = 0; r < reps; ++r) {
             if (comp != NULL) {
                 ++comp->count; /* this piece's share: its completion takes it back */
             }
-            status = cux_ipc_ep_zcopy(tl_ep, &iov, 1, remote_addrs[i] + r * stride, rkeys[i], comp, put);
+            status = cux_ipc_ep_zcopy_issue(tl_ep, UCS_PTR_BYTE_OFFSET(buffers[i], r * stride), &local, lengths[i],
+                                            remote_addrs[i] + r * stride, rkeys[i], comp, put);
             if (status == UCS_INPROGRESS) {
                 ++issued;
                 continue;
