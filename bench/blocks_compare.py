@@ -19,6 +19,7 @@ import argparse
 import csv
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -27,8 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perftest_compare import environment, install_module  # noqa: E402
 
 KEY = ("pattern", "op", "layout", "size", "count")
-METRICS = [("gbps", "GB/s", True), ("post_us", "post us/block", False), ("first_per_alloc_us", "first: us/new alloc",
-                                                                           False)]
+METRICS = [("gbps", "GB/s", True), ("post_us", "post us/block", False), ("cpu_us", "CPU us/block", False),
+           ("first_per_alloc_us", "first: us/new alloc", False)]
 
 
 def parse(text, tag):
@@ -49,13 +50,16 @@ def run(prefix, blocks, args, extra_env, timeout):
     env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib") + ":" + env.get("LD_LIBRARY_PATH", "")
     env.setdefault("UCX_TLS", "self,sm,cuda_copy,cuda_ipc")
     env.update(extra_env)
+    # its own process group: on a time-out the ranks it forked go too, not only rank 0
+    p = subprocess.Popen([blocks] + shlex.split(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=env, start_new_session=True)
     try:
-        p = subprocess.run([blocks] + shlex.split(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout, env=env)
-        return p.returncode, p.stdout
-    except subprocess.TimeoutExpired as e:
-        text = e.stdout or ""
-        return 124, text.decode(errors="replace") if isinstance(text, bytes) else text
+        text, _ = p.communicate(timeout=timeout)
+        return p.returncode, text
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        text, _ = p.communicate()
+        return 124, text or ""
 
 
 def fmt(vals):
@@ -130,11 +134,14 @@ def main():
         gpu = ";".join(",".join(l.split(",")[:2]) for l in open(gpus).read().splitlines()) if os.path.exists(gpus) \
             else "(as run)"
         env.update(date="(from %s)" % os.path.join(args.out, "raw"), driver="(as run)", cuda="(as run)", gpu=gpu)
-    results, cases, runs, failed = {}, [], [], []
+    results, cases, runs, failed, timed_out = {}, [], [], [], set()
     for rep in range(args.repeats):
         order = modules if rep % 2 == 0 else list(reversed(modules))
         for mname, mpath in order:
             raw = os.path.join(args.out, "raw", "%s-%d.txt" % (mname, rep))
+            if mname in timed_out:  # a module that ran out of time once is not given the time again
+                failed.append("%s repeat %d: not run (an earlier repeat timed out)" % (mname, rep))
+                continue
             if args.from_raw:
                 with open(raw) as f:
                     text = f.read()
@@ -145,6 +152,11 @@ def main():
                 with open(raw, "w") as f:
                     f.write(text)
             print("%s repeat %d: exit %d" % (mname, rep, rc), flush=True)
+            if rc == 124:
+                timed_out.add(mname)
+                failed.append("%s repeat %d: timed out after %d s (the cases it finished count)" %
+                              (mname, rep, args.timeout))
+                rc = 0
             if rc != 0:
                 failed.append("%s repeat %d: %s" % (mname, rep, "exit %d" % rc if not args.from_raw else "not done"))
             for row in parse(text, "RESULT"):
@@ -155,7 +167,8 @@ def main():
                 cell = results.setdefault((key, mname), {"data": []})
                 cell["data"].append(row["data"])
                 for metric, _, _ in METRICS:
-                    cell.setdefault(metric, []).append(float(row[metric]))
+                    if metric in row:  # an older cux_blocks has no cpu_us
+                        cell.setdefault(metric, []).append(float(row[metric]))
 
     with open(os.path.join(args.out, "blocks.csv"), "w", newline="") as f:
         fields = ["module", "repeat"] + [k for k in runs[0] if k not in ("module", "repeat")] if runs else []
@@ -187,6 +200,19 @@ def main():
             data.append("%s %s" % (mname, ("ok" if all(d == "ok" for d in checks) else "**BAD**") if checks
                                    else "not run"))
         out.append(line + " %s |" % ", ".join(data))
+    if len(modules) > 2:
+        out += ["", "Every module, GB/s and post us/block: median (min-max), ratio of GB/s medians to %s." % ref, "",
+                "| case |" + "".join(" %s |" % m for m, _ in modules),
+                "|---|" + "---|" * len(modules)]
+        for key in cases:
+            line = "| %s %s %s, %s B x %s |" % key
+            base = results.get((key, ref), {}).get("gbps", [])
+            for mname, _ in modules:
+                cell = results.get((key, mname), {})
+                g = cell.get("gbps", [])
+                ratio = " %.2fx" % (statistics.median(g) / statistics.median(base)) if g and base else ""
+                line += " %s GB/s%s, post %s |" % (fmt(g), ratio, fmt(cell.get("post_us", [])))
+            out.append(line)
     if failed:
         out += ["", "Runs that failed: " + "; ".join(failed)]
     png = plot(cases, modules, results, os.path.join(args.out, "blocks.png"), env)

@@ -39,8 +39,9 @@
  *
  * Prints one line per case and a machine-readable "RESULT key=value ..." line: time of a transfer (median),
  * GB/s and blocks/s over all initiators (bytes moved / the slowest initiator's time), posting time per block
- * (the ucp_*_nbx calls alone), and the first transfer's time and its cost per new allocation (first - warm,
- * divided by the target allocations one initiator touches). Exits 1 on any data error.
+ * (the ucp_*_nbx calls alone), CPU time per block (the initiator process's, every thread, posting to done),
+ * and the first transfer's time and its cost per new allocation (first - warm, divided by the target
+ * allocations one initiator touches). Exits 1 on any data error.
  *
  * With bench/cux_drvcount as the driver's injection library (CUDA_INJECTION64_PATH), rank 0 also prints the
  * driver calls its timed transfers made per block ("DRVCALLS" lines); its times are then not measurements.
@@ -424,6 +425,13 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+static double cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
 /* Who sends to whom: rank 0 to rank 1, or every rank to every other. */
 static int sends_to(int from, int to)
 {
@@ -774,16 +782,18 @@ static void post_sgl(sgl_lists_t *l, int t, const blocks_t *local, const remote_
 /* Transfers whose worker flush returned before every operation posted ahead of it had completed. */
 static uint64_t early_flushes;
 
-/* Posts every block to every target, then flushes. Returns the posting time; *total the whole.
+/* Posts every block to every target, then flushes. Returns the posting time; *total the whole, *cpu the CPU time
+ * the process spent meanwhile (every thread: a transport's own progress thread counts too).
  *
  * The flush alone is not trusted: UCP's worker flush (1.13 to 1.22 at least) returns as soon as no operation it
  * has sent is outstanding and every transport's interface flush says done, and operations that still wait in a
  * transport's pending queue (a shared-memory FIFO full of other ranks' traffic) are neither. Every request is
  * counted to its completion instead; when the flush came first, the rest is awaited and the worker flushed
  * again, so that puts sent late complete at their targets too. */
-static double transfer(int put, const blocks_t *local, const remote_t *remote, size_t count, double *total)
+static double transfer(int put, const blocks_t *local, const remote_t *remote, size_t count, double *total,
+                       double *cpu)
 {
-    double t0 = now_us(), t1;
+    double c0 = cpu_us(), t0 = now_us(), t1;
     transfer_reqs_t reqs = {0, 0, UCS_OK};
     ucp_request_param_t param;
     sgl_lists_t *lists = opt.sgl ? xalloc(opt.nprocs, sizeof(*lists)) : NULL;
@@ -834,6 +844,7 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
         die("ucp_%s_nbx completed with %s", put ? "put" : "get", ucs_status_string(reqs.status));
     }
     *total = now_us() - t0;
+    *cpu   = cpu_us() - c0;
     for (int i = 0; opt.sgl && (i < peer_index); ++i) {
         sgl_lists_free(&lists[i]);
     }
@@ -842,7 +853,7 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
 }
 
 typedef struct {
-    double total, post, unpack;
+    double total, post, unpack, cpu;
     uint64_t bad, early; /* blocks with wrong data; transfers whose worker flush came before their operations */
 } timing_t;
 
@@ -863,7 +874,7 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
                             remote_t *remote, int n, uint32_t *host, uint32_t *expect, double unpack, int counted)
 {
     int ntargets = 0;
-    timing_t mine = {0, 0, unpack, 0, 0}, out = {0, 0, 0, 0, 0};
+    timing_t mine = {.unpack = unpack}, out = {0};
     uint64_t early = early_flushes;
     void **all;
     size_t *lens;
@@ -886,7 +897,8 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
         if (drvcount.enable && counted) {
             drvcount.enable(1);
         }
-        mine.post  = transfer(put, local, remote, count, &mine.total) / (ntargets * count);
+        mine.post  = transfer(put, local, remote, count, &mine.total, &mine.cpu) / (ntargets * count);
+        mine.cpu  /= ntargets * count;
         mine.early = early_flushes - early;
         if (drvcount.enable) {
             drvcount.enable(0);
@@ -913,11 +925,13 @@ static timing_t repeat_once(int put, size_t count, blocks_t *local, blocks_t *ex
         if (t->total > 0) {
             out.total   = (t->total > out.total) ? t->total : out.total;
             out.post   += t->post;
+            out.cpu    += t->cpu;
             out.unpack += t->unpack;
             ++initiators;
         }
     }
     out.post   /= initiators;
+    out.cpu    /= initiators;
     out.unpack /= initiators;
     allgather_free(all, lens);
     return out;
@@ -931,6 +945,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
     remote_t *remote = xalloc(opt.nprocs, sizeof(*remote));
     double *totals   = xalloc(opt.repeats + opt.first_repeats, sizeof(double));
     double *posts    = xalloc(opt.repeats, sizeof(double));
+    double *cpus     = xalloc(opt.repeats, sizeof(double));
     double *firsts   = xalloc(opt.first_repeats + 1, sizeof(double));
     double *unpacks  = xalloc(opt.first_repeats + 1, sizeof(double));
     uint64_t bad     = 0, early = 0;
@@ -950,7 +965,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
                    many ? "many" : "one", size, count, max_exposure >> 20);
             fflush(stdout);
         }
-        free(remote), free(totals), free(posts), free(firsts), free(unpacks);
+        free(remote), free(totals), free(posts), free(cpus), free(firsts), free(unpacks);
         return 0;
     }
 
@@ -966,6 +981,7 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
         t         = repeat_once(put, count, &local, &exposed, remote, n + 1, host, expect, 0, 1);
         totals[n] = t.total;
         posts[n]  = t.post;
+        cpus[n]   = t.cpu;
         bad      += t.bad;
         early    += t.early;
     }
@@ -990,15 +1006,16 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
     if (me.rank == 0) {
         double warm   = median(totals, opt.repeats);
         double post   = median(posts, opt.repeats);
+        double cpu    = median(cpus, opt.repeats);
         double spread = (totals[opt.repeats - 1] - totals[0]) / warm * 100; /* sorted by median() */
         double bytes  = (double)initiators * (opt.all_to_all ? opt.nprocs - 1 : 1) * count * size;
         double first  = opt.first_repeats ? median(firsts, opt.first_repeats) : 0;
         double unp    = opt.first_repeats ? median(unpacks, opt.first_repeats) : 0;
         int allocs    = many ? (int)count : 1; /* target allocations one initiator touches, per target */
         double per    = opt.first_repeats ? (first - warm) / allocs : 0;
-        printf("%s %-4s %8zu x %5zu: %8.1f us, %7.2f GB/s, %10.0f blocks/s, post %6.2f us/block, spread %4.1f%%",
-               op_name(put), many ? "many" : "one", size, count, warm, bytes / warm / 1e3,
-               bytes / size / warm * 1e6, post, spread);
+        printf("%s %-4s %8zu x %5zu: %8.1f us, %7.2f GB/s, %10.0f blocks/s, post %6.2f us/block, cpu %6.2f "
+               "us/block, spread %4.1f%%", op_name(put), many ? "many" : "one", size, count, warm,
+               bytes / warm / 1e3, bytes / size / warm * 1e6, post, cpu, spread);
         if (opt.first_repeats) {
             printf(", first %9.1f us (%7.1f us per new allocation, unpack %7.1f us)", first, per, unp);
         }
@@ -1013,14 +1030,14 @@ static int run_case(int put, int many, size_t size, size_t count, uint32_t *host
             printf("\n");
         }
         printf("RESULT op=%s layout=%s size=%zu count=%zu ranks=%d initiators=%d pattern=%s time_us=%.2f "
-               "gbps=%.4f blocks_per_s=%.0f post_us=%.4f spread_pct=%.2f first_us=%.2f first_per_alloc_us=%.2f "
-               "unpack_us=%.2f flush_early=%" PRIu64 " data=%s\n",
+               "gbps=%.4f blocks_per_s=%.0f post_us=%.4f cpu_us=%.4f spread_pct=%.2f first_us=%.2f "
+               "first_per_alloc_us=%.2f unpack_us=%.2f flush_early=%" PRIu64 " data=%s\n",
                op_name(put), many ? "many" : "one", size, count, opt.nprocs, initiators,
-               opt.all_to_all ? "all" : "one", warm, bytes / warm / 1e3, bytes / size / warm * 1e6, post, spread,
+               opt.all_to_all ? "all" : "one", warm, bytes / warm / 1e3, bytes / size / warm * 1e6, post, cpu, spread,
                first, per, unp, early, bad ? "bad" : "ok");
         fflush(stdout);
     }
-    free(remote), free(totals), free(posts), free(firsts), free(unpacks);
+    free(remote), free(totals), free(posts), free(cpus), free(firsts), free(unpacks);
     return bad != 0;
 }
 
@@ -1108,7 +1125,7 @@ static int freed_memory_check(void)
     remote_t *remote_large = xalloc(opt.nprocs, sizeof(*remote_large));
     remote_t *remote_small = xalloc(opt.nprocs, sizeof(*remote_small));
     double before = 0, mapped = 0, after_free = 0, now = 0, t_free = 0, back_after = -1;
-    double total;
+    double total, cpu;
     int reads = 0;
 
     barrier();
@@ -1123,7 +1140,7 @@ static int freed_memory_check(void)
     exchange_keys((me.rank == 1) ? &large : &none, 0, 1, remote_large);
     exchange_keys((me.rank == 1) ? &small : &none, 0, 1, remote_small);
     if (me.rank == 0) {
-        transfer(0, &local, remote_large, 1, &total); /* maps the large allocation */
+        transfer(0, &local, remote_large, 1, &total, &cpu); /* maps the large allocation */
         mapped = device_used_mib();
         remote_release(remote_large);                 /* done with it, as an application would be */
     }
@@ -1141,7 +1158,7 @@ static int freed_memory_check(void)
             struct timespec pause = {0, 100 * 1000 * 1000};
             double used;
             nanosleep(&pause, NULL);
-            transfer(0, &local, remote_small, 1, &total);
+            transfer(0, &local, remote_small, 1, &total, &cpu);
             ++reads;
             used = device_used_mib();
             if ((back_after < 0) && (used < before + opt.freed_size / 2.0 / (1 << 20) + 8)) {

@@ -3,12 +3,13 @@
  * libcux_drvcount.so: counts CUDA driver API calls, whoever makes them and however they were resolved (linked,
  * dlsym'ed or from cuGetProcAddress), to show where the time of a transfer goes: loaded by the driver itself
  * as its injection library (CUDA_INJECTION64_PATH=.../libcux_drvcount.so), it subscribes to CUPTI's driver
- * API callbacks. CUPTI is opened at run time (CUX_CUPTI_PATH, else libcupti.so from the toolkit), so no
+ * API callbacks, and times them (entry to exit, per function, CUPTI's own cost included: compare modules with
+ * each other, not with an uncounted run). CUPTI is opened at run time (CUX_CUPTI_PATH, else libcupti.so from the toolkit), so no
  * CUPTI header or link is needed; the few declarations below follow CUPTI's callback API.
  *
  * Counting is off until a program turns it on: cux_drvcount_enable(1) (found with dlopen(RTLD_NOLOAD) of the
  * injection path) counts the calls of the calling thread; cux_drvcount_report(f, per) prints each function's
- * calls divided by per, and resets. bench/cux_blocks does this around its timed transfers.
+ * calls divided by per and, in brackets, its mean time per call in microseconds, and resets. bench/cux_blocks does this around its timed transfers.
  *
  * A program that knows nothing of it (ucx_perftest) is counted whole, every thread from cuInit to exit, with
  * CUX_DRVCOUNT_AT_EXIT=N: at exit it prints each function's calls divided by N (the number of messages) to
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* CUPTI's callback API, as declared in cupti_callbacks.h. */
@@ -29,6 +31,7 @@ typedef int cupti_domain_t;
 typedef uint32_t cupti_cbid_t;
 #define CUPTI_CB_DOMAIN_DRIVER_API 1
 #define CUPTI_API_ENTER            0
+#define CUPTI_API_EXIT             1
 typedef struct {
     int        callbackSite;
     const char *functionName;
@@ -39,23 +42,43 @@ typedef void (*cupti_callback_t)(void *userdata, cupti_domain_t domain, cupti_cb
 #define DRVCOUNT_MAX_CBID 2048
 
 static uint64_t     drvcount_calls[DRVCOUNT_MAX_CBID];
+static uint64_t     drvcount_ns[DRVCOUNT_MAX_CBID];
+static __thread uint64_t drvcount_entered[DRVCOUNT_MAX_CBID]; /* this thread's entry time, per function */
 static const char  *drvcount_names[DRVCOUNT_MAX_CBID];
 static __thread int drvcount_on;
 static int          drvcount_all;     /* CUX_DRVCOUNT_AT_EXIT: every thread counts */
 static double       drvcount_at_exit; /* its divisor */
 
+static uint64_t drvcount_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void drvcount_callback(void *userdata, cupti_domain_t domain, cupti_cbid_t cbid, const void *data)
 {
     const cupti_callback_data_t *cb = data;
     (void)userdata;
-    if (!(drvcount_on || drvcount_all) || (domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
-        (cb->callbackSite != CUPTI_API_ENTER) || (cbid >= DRVCOUNT_MAX_CBID)) {
+    if (!(drvcount_on || drvcount_all) || (domain != CUPTI_CB_DOMAIN_DRIVER_API) || (cbid >= DRVCOUNT_MAX_CBID)) {
+        return;
+    }
+    if (cb->callbackSite == CUPTI_API_EXIT) {
+        if (drvcount_entered[cbid] != 0) {
+            __atomic_fetch_add(&drvcount_ns[cbid], drvcount_now_ns() - drvcount_entered[cbid], __ATOMIC_RELAXED);
+            drvcount_entered[cbid] = 0;
+        }
+        return;
+    }
+    if (cb->callbackSite != CUPTI_API_ENTER) {
         return;
     }
     __atomic_fetch_add(&drvcount_calls[cbid], 1, __ATOMIC_RELAXED);
     if (drvcount_names[cbid] == NULL) {
         drvcount_names[cbid] = cb->functionName;
     }
+    drvcount_entered[cbid] = drvcount_now_ns();
 }
 
 __attribute__((visibility("default"))) void cux_drvcount_enable(int on)
@@ -67,8 +90,10 @@ __attribute__((visibility("default"))) void cux_drvcount_report(FILE *f, double 
 {
     for (int i = 0; i < DRVCOUNT_MAX_CBID; ++i) {
         if (drvcount_calls[i] != 0) {
-            fprintf(f, " %s %.3f", drvcount_names[i] ? drvcount_names[i] : "?", drvcount_calls[i] / per);
+            fprintf(f, " %s %.3f [%.2f us]", drvcount_names[i] ? drvcount_names[i] : "?", drvcount_calls[i] / per,
+                    drvcount_ns[i] / 1e3 / drvcount_calls[i]);
             drvcount_calls[i] = 0;
+            drvcount_ns[i]    = 0;
         }
     }
 }
