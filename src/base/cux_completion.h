@@ -37,17 +37,6 @@ typedef struct cux_copy_allocs {
     uintptr_t dst, src;
 } cux_copy_allocs_t;
 
-/* One copy on a stream. Where both ends are known allocations (device memory: host memory has none), the
- * device-to-device entry, which skips the driver's lookup of what each pointer is; else the unified one. */
-static UCS_F_ALWAYS_INLINE ucs_status_t cux_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t length,
-                                                       const cux_copy_allocs_t *allocs, CUstream stream)
-{
-    if ((allocs != NULL) && (allocs->dst != 0) && (allocs->src != 0)) {
-        return CUX_DRV_CALL_ERR(cuMemcpyDtoDAsync, dst, src, length, stream);
-    }
-    return CUX_DRV_CALL_ERR(cuMemcpyAsync, dst, src, length, stream);
-}
-
 typedef struct cux_stream_queue {
     cux_completion_t      *completion;
     CUcontext        ctx;

@@ -98,7 +98,8 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         goto out;
     }
 
-    status = cux_copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length, allocs, stream);
+    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length,
+                              stream);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_error("copy of %zu bytes %p -> %p failed", length, src, dst);
         goto out;

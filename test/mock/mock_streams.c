@@ -213,17 +213,6 @@ CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
     return mock_stream_copy(s, dst, src, n);
 }
 
-/* Like the driver, both ends must be device memory (host memory, pinned or not, is refused). */
-CUresult m_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
-{
-    mock_where_t d = mock_where(dst, n), r = mock_where(src, n);
-
-    if (!d.known || d.host_pinned || !r.known || r.host_pinned) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    return m_cuMemcpyAsync(dst, src, n, s);
-}
-
 CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                      CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t num_attrs, CUstream s)
 {
