@@ -4,6 +4,7 @@
  */
 #include "ipc_transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <unistd.h>
@@ -403,4 +404,37 @@ TEST(ipc_cache_peers, a_slow_mapping_of_one_peer_holds_up_no_hit_of_another)
     printf("a cache hit of peer 2 while peer 1's key is mapped: waited %.3f s (the map took 2 s)\n", waited);
     EXPECT_LT(waited, 0.5) << "a hit waited for another peer's mapping";
     cux_ipc_cache_purge(&cache);
+}
+
+/* Issue 34, item 3: a KV cache of one allocation per block puts 100,000 mappings in the cache. Every one is found
+ * again without a second import, and the table grew with them, so a lookup walks a short chain (with the first
+ * 1024 chains a lookup walked about a hundred regions). A purge gives the grown table back. */
+TEST_F(ipc_cache, a_hundred_thousand_mappings_are_found_again_in_short_chains)
+{
+    const uint64_t n = 100000;
+
+    for (int pass = 0; pass < 2; ++pass) {
+        for (uint64_t i = 0; i < n; ++i) {
+            cux_ipc_region_t *r = get(key(1, 0x200000000ull + i * 0xc000, i + 1, 45 * 1024));
+            ASSERT_NE(nullptr, r);
+            cux_ipc_cache_put(&m_cache, r);
+        }
+    }
+    EXPECT_EQ(n, (uint64_t)m_drv.opens.load()) << "a mapping was imported twice";
+    EXPECT_EQ(n, m_cache.stats.hits);
+    EXPECT_EQ(0ul, m_cache.stats.evictions);
+    EXPECT_GE(m_cache.num_buckets * 2, n) << "the table did not grow with its mappings";
+    unsigned long longest = 0;
+    for (unsigned long b = 0; b < m_cache.num_buckets; ++b) {
+        unsigned long len = 0;
+        for (cux_ipc_region_t *r = m_cache.buckets[b]; r != nullptr; r = r->next) {
+            ++len;
+        }
+        longest = std::max(longest, len);
+    }
+    printf("%lu mappings in %lu chains, the longest %lu\n", (unsigned long)n, m_cache.num_buckets, longest);
+    EXPECT_LE(longest, 16ul);
+    cux_ipc_cache_purge(&m_cache);
+    EXPECT_EQ(m_cache.initial, m_cache.buckets);
+    EXPECT_EQ(0, m_drv.mapped.load());
 }

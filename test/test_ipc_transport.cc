@@ -20,6 +20,7 @@ extern "C" {
 #include "ipc/cux_ipc_cache.h"
 #include "ipc/cux_ipc_md.h"
 #include "ipc/cux_ipc_import.h"
+#include <ucs/sys/string.h>
 #include "ipc/cux_ipc_proof.h"
 #include <ucs/sys/sys.h>
 }
@@ -737,6 +738,16 @@ TEST_F(ipc_transport, cache_stays_within_its_bounds)
     for (auto &rb : bufs) {
         remote_free(rb);
     }
+}
+
+/* Issue 34, item 3: a bound on the mappings below the allocations a transfer touches maps them all again on every
+ * transfer (100,000 blocks of 45 KB, one allocation each: 58 us a block on an H200, against 7 with UCX's module, whose
+ * cache is unbounded). Ours is unbounded too unless a user sets one; idle mappings still close. */
+TEST_F(ipc_transport, the_mapping_cache_keeps_every_mapping_by_default_as_ucx_modules_does)
+{
+    open_md();
+    EXPECT_EQ(UCS_ULUNITS_INF, cux_ipc_cache.max_regions);
+    EXPECT_NE(UCS_TIME_INFINITY, cux_ipc_cache.max_idle) << "unused mappings must still close";
 }
 
 TEST_F(ipc_transport, cache_off_unmaps_after_use)

@@ -12,13 +12,49 @@
 #include <stdint.h>
 #include <string.h>
 
-static unsigned cux_ipc_cache_bucket(int32_t pid, int device, uint64_t base)
+static unsigned long cux_ipc_cache_hash(int32_t pid, int device, uint64_t base)
 {
     uint64_t h = base * 0x9e3779b97f4a7c15ull;
 
     h ^= ((uint64_t)(uint32_t)pid << 32) ^ (uint64_t)device;
     h *= 0xff51afd7ed558ccdull;
-    return (unsigned)(h >> 40) % CUX_IPC_CACHE_BUCKETS;
+    return (unsigned long)(h >> 24);
+}
+
+static cux_ipc_region_t **cux_ipc_cache_chain(cux_ipc_cache_t *cache, int32_t pid, int device, uint64_t base)
+{
+    return &cache->buckets[cux_ipc_cache_hash(pid, device, base) & (cache->num_buckets - 1)];
+}
+
+/* Twice the buckets once the mappings outnumber them twice over; where memory for them is lacking, the chains
+ * just stay longer. */
+static void cux_ipc_cache_grow(cux_ipc_cache_t *cache)
+{
+    unsigned long i, num = cache->num_buckets * 2;
+    cux_ipc_region_t **old = cache->buckets, **chain, *region, *next;
+
+    if (cache->num_regions <= 2 * cache->num_buckets) {
+        return;
+    }
+    cache->buckets = ucs_calloc(num, sizeof(*cache->buckets), "cux_ipc_cache_buckets");
+    if (cache->buckets == NULL) {
+        cache->buckets = old;
+        return;
+    }
+    cache->num_buckets = num;
+    for (i = 0; i < num / 2; ++i) {
+        for (region = old[i]; region != NULL; region = next) {
+            next         = region->next;
+            chain        = cux_ipc_cache_chain(cache, region->key.pid, region->device, region->key.base);
+            region->next = *chain;
+            *chain       = region;
+        }
+    }
+    if (old != cache->initial) {
+        ucs_free(old);
+    } else {
+        memset(cache->initial, 0, sizeof(cache->initial)); /* empty when the cache comes back to it */
+    }
 }
 
 void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, void *arg)
@@ -27,6 +63,8 @@ void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, 
     pthread_mutex_init(&cache->lock, NULL);
     pthread_cond_init(&cache->mapped, NULL);
     ucs_list_head_init(&cache->lru);
+    cache->buckets     = cache->initial;
+    cache->num_buckets = CUX_IPC_CACHE_BUCKETS;
     cache->ops         = ops;
     cache->arg         = arg;
     cache->enabled     = 1;
@@ -44,7 +82,7 @@ static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *regio
 /* Take a region out of its bucket and the cache's counts. */
 static void cux_ipc_cache_unlink(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cux_ipc_region_t **pp = &cache->buckets[cux_ipc_cache_bucket(region->key.pid, region->device, region->key.base)];
+    cux_ipc_region_t **pp = cux_ipc_cache_chain(cache, region->key.pid, region->device, region->key.base);
 
     while (*pp != region) {
         pp = &(*pp)->next;
@@ -119,10 +157,10 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
 static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
 {
     cux_ipc_region_t **pp, *region;
-    unsigned i;
+    unsigned long i;
 
     pthread_mutex_lock(&cache->lock);
-    for (i = 0; i < CUX_IPC_CACHE_BUCKETS; ++i) {
+    for (i = 0; i < cache->num_buckets; ++i) {
         for (pp = &cache->buckets[i]; (region = *pp) != NULL;) {
             if ((pid < 0) || (region->key.pid == pid)) {
                 cux_ipc_cache_detach(cache, region); /* *pp is now the next region */
@@ -130,6 +168,11 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
                 pp = &region->next;
             }
         }
+    }
+    if ((pid < 0) && (cache->buckets != cache->initial)) { /* every chain is empty: back to the first table */
+        ucs_free(cache->buckets);
+        cache->buckets     = cache->initial;
+        cache->num_buckets = CUX_IPC_CACHE_BUCKETS;
     }
     pthread_mutex_unlock(&cache->lock);
 }
@@ -180,23 +223,26 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
 }
 
 /* A region for key, standing in the cache while the caller maps it (refcount 1: held by the mapper). */
-static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, unsigned bucket, const cux_ipc_rkey_t *rkey,
-                                                   int device, uint64_t owner)
+static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                                                   uint64_t owner)
 {
     cux_ipc_region_t *region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
+    cux_ipc_region_t **chain;
 
     if (region == NULL) {
         return NULL;
     }
+    chain                  = cux_ipc_cache_chain(cache, rkey->pid, device, rkey->base);
     region->key            = *rkey;
     region->owner          = owner;
     region->device         = device;
     region->refcount       = 1;
     region->mapping        = 1;
-    region->next           = cache->buckets[bucket];
-    cache->buckets[bucket] = region;
+    region->next           = *chain;
+    *chain                 = region;
     ++cache->num_regions;
     cache->total_size += region->key.length;
+    cux_ipc_cache_grow(cache);
     return region;
 }
 
@@ -220,15 +266,13 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 {
     cux_ipc_region_t *region;
     ucs_status_t status;
-    unsigned bucket;
     void *mapped, *held;
 
-    bucket = cux_ipc_cache_bucket(rkey->pid, device, rkey->base);
     pthread_mutex_lock(&cache->lock);
     cux_ipc_cache_expire(cache);
 
-lookup:
-    for (region = cache->buckets[bucket]; region != NULL; region = region->next) {
+lookup: /* the chain is found again after each wait: the table may have grown meanwhile */
+    for (region = *cux_ipc_cache_chain(cache, rkey->pid, device, rkey->base); region != NULL; region = region->next) {
         if ((region->key.pid == rkey->pid) && (region->device == device) && (region->key.base == rkey->base)) {
             break;
         }
@@ -258,7 +302,7 @@ lookup:
     }
 
     ++cache->stats.misses;
-    region = cux_ipc_cache_add_mapping(cache, bucket, rkey, device, owner);
+    region = cux_ipc_cache_add_mapping(cache, rkey, device, owner);
     if (region == NULL) {
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;

@@ -51,6 +51,8 @@ typedef struct cux_ipc_cache_ops {
     void         (*unmap)(void *arg, const cux_ipc_region_t *region);
 } cux_ipc_cache_ops_t;
 
+/* Buckets at first; the table doubles whenever the mappings outnumber its buckets twice over, so a lookup stays a
+ * few steps long with hundreds of thousands of mappings (a KV cache of one allocation per block). */
 #define CUX_IPC_CACHE_BUCKETS 1024
 
 typedef struct cux_ipc_cache {
@@ -65,7 +67,9 @@ typedef struct cux_ipc_cache {
     unsigned long             num_regions;  /* mappings in the cache, used or not */
     size_t                    total_size;
     ucs_list_link_t           lru;          /* unused mappings, least recently used first */
-    cux_ipc_region_t          *buckets[CUX_IPC_CACHE_BUCKETS];
+    cux_ipc_region_t          **buckets;    /* num_buckets hash chains: initial, or allocated when it grew */
+    unsigned long             num_buckets;  /* a power of two */
+    cux_ipc_region_t          *initial[CUX_IPC_CACHE_BUCKETS];
     struct {
         unsigned long         hits, misses, stale, evictions, expired;
     } stats;
@@ -77,7 +81,8 @@ void cux_ipc_cache_init(cux_ipc_cache_t *cache, const cux_ipc_cache_ops_t *ops, 
 void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long max_regions, size_t max_size,
                              ucs_time_t max_idle);
 
-/* Unmaps everything unused; mappings in use are detached and unmapped when released. */
+/* Unmaps everything unused; mappings in use are detached and unmapped when released. The table goes back to its
+ * first size (nothing else to free: a cache needs no cleanup after its last purge). */
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache);
 
 /* The same for the mappings of one process, such as a peer that has exited. */

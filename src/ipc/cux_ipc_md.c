@@ -27,10 +27,11 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "With 'n' a mapping is closed as soon as no operation uses it.",
      ucs_offsetof(cux_ipc_md_config_t, cache_enable), UCS_CONFIG_TYPE_BOOL},
 
-    {"CACHE_MAX_REGIONS", "16384",
+    {"CACHE_MAX_REGIONS", "inf",
      "Most mappings kept; the least recently used unused ones are closed beyond it. Mappings in use are\n"
-     "never closed, so the cache can exceed its bounds while they are. The default keeps a KV cache of\n"
-     "10,000 block allocations mapped (a smaller bound maps them again on every transfer).",
+     "never closed, so the cache can exceed its bounds while they are. A bound below the allocations a\n"
+     "transfer touches maps them again on every transfer (a KV cache of 100,000 block allocations). Unused\n"
+     "mappings still close after CACHE_MAX_IDLE, and when the driver runs out of room for a new one.",
      ucs_offsetof(cux_ipc_md_config_t, cache_max_regions), UCS_CONFIG_TYPE_ULUNITS},
 
     {"CACHE_MAX_SIZE", "inf",
