@@ -418,18 +418,22 @@ static void drvcount_open(void)
     }
 }
 
-static double now_us(void)
+static double clock_us(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+static double now_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+
+/* the process's CPU time, every thread */
 static double cpu_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+    return clock_us(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* Who sends to whom: rank 0 to rank 1, or every rank to every other. */
@@ -575,6 +579,16 @@ typedef struct {
     uint64_t    *base;
     ucp_rkey_h  *rkey;
 } remote_t;
+
+/* Where this rank's block i of a transfer lands at target t (its slot in a shared allocation, or its own), and the
+ * key that reaches it. */
+static uint64_t remote_block(const remote_t *remote, int t, size_t count, size_t i, size_t block, ucp_rkey_h *rkey)
+{
+    int ri = remote[t].many ? (int)i : 0;
+
+    *rkey = remote[t].rkey[ri];
+    return remote[t].base[ri] + (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * block);
+}
 
 /* Packs the keys of b's allocations, exchanges them, and unpacks the ones of each target this rank sends to. */
 static double exchange_keys(const blocks_t *b, int many, size_t count, remote_t *remote)
@@ -739,13 +753,10 @@ static void post_sgl(sgl_lists_t *l, int t, const blocks_t *local, const remote_
     }
     for (size_t i = 0; i < count; ++i) {
         size_t li          = peer_index * count + i;
-        int ri             = remote[t].many ? (int)i : 0;
         l->buffers[i]      = (void*)block_addr(local, li);
         l->lengths[i]      = local->block;
         l->memhs[i]        = block_memh(local, li);
-        l->remote_addrs[i] = remote[t].base[ri] +
-                             (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * local->block);
-        l->rkeys[i]        = remote[t].rkey[ri];
+        l->remote_addrs[i] = remote_block(remote, t, count, i, local->block, &l->rkeys[i]);
     }
     lsgl.field_mask      = UCP_DT_LOCAL_SGL_FIELD_BUFFERS | UCP_DT_LOCAL_SGL_FIELD_LENGTHS |
                            UCP_DT_LOCAL_SGL_FIELD_MEMHS;
@@ -810,9 +821,8 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
         }
         for (size_t i = 0; i < count; ++i) {
             size_t li       = peer_index * count + i;
-            int ri          = remote[t].many ? (int)i : 0;
-            uint64_t raddr  = remote[t].base[ri] +
-                              (remote[t].many ? 0 : (slot_of(me.rank, t) * count + i) * local->block);
+            ucp_rkey_h rkey;
+            uint64_t raddr  = remote_block(remote, t, count, i, local->block, &rkey);
             void *request;
             param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_MEMH |
                                  UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -820,10 +830,8 @@ static double transfer(int put, const blocks_t *local, const remote_t *remote, s
             param.memh         = block_memh(local, li);
             param.cb.send      = transfer_req_done;
             param.user_data    = &reqs;
-            request = put ? ucp_put_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
-                                        remote[t].rkey[ri], &param)
-                          : ucp_get_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr,
-                                        remote[t].rkey[ri], &param);
+            request = put ? ucp_put_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr, rkey, &param)
+                          : ucp_get_nbx(me.eps[t], (void*)block_addr(local, li), local->block, raddr, rkey, &param);
             if (UCS_PTR_IS_ERR(request)) {
                 die("ucp_%s_nbx: %s", put ? "put" : "get", ucs_status_string(UCS_PTR_STATUS(request)));
             }
