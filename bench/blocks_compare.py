@@ -14,6 +14,8 @@ Writes DIR/blocks.md (the table), DIR/blocks.csv (every run), DIR/raw/ (each run
 (GB/s against blocks per transfer) when matplotlib is there. With --drvcount LIB, one more run per module with
 the driver call counter (bench/cux_drvcount) gives DIR/drvcalls.md: driver calls per block; not timed.
 --from-raw rebuilds the table and plot from an earlier run's DIR/raw (same --module names and --args).
+--env NAME=VAR=VALUE sets VAR for module NAME's runs only: one module file under two names, each with its own
+setting, compares the setting interleaved as two modules would be.
 """
 import argparse
 import csv
@@ -119,11 +121,20 @@ def main():
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     ap.add_argument("--drvcount", help="bench/cux_drvcount's library: one more run per module counting driver calls")
     ap.add_argument("--drvcount-args", help="arguments of cux_blocks for the counting runs (default: --args)")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VAR=VALUE",
+                    help="an environment variable for module NAME's runs only (repeatable)")
     ap.add_argument("--from-raw", action="store_true", help="read DIR/raw/MODULE-REPEAT.txt instead of running")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
     modules = [tuple(m.split("=", 1)) for m in args.module]
+    module_env = {}
+    for spec in args.env:
+        mname, _, assignment = spec.partition("=")
+        var, eq, value = assignment.partition("=")
+        if mname not in dict(modules) or not var or not eq:
+            ap.error("--env %s: expected NAME=VAR=VALUE with NAME one of the modules" % spec)
+        module_env.setdefault(mname, {})[var] = value
     moddir = os.path.join(args.prefix, "lib", "ucx")
     os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
     env = environment()
@@ -148,7 +159,7 @@ def main():
                 rc = 0 if "cux_blocks: done" in text else 1
             else:
                 install_module(mpath, moddir)
-                rc, text = run(args.prefix, args.blocks, args.args, {}, args.timeout)
+                rc, text = run(args.prefix, args.blocks, args.args, module_env.get(mname, {}), args.timeout)
                 with open(raw, "w") as f:
                     f.write(text)
             print("%s repeat %d: exit %d" % (mname, rep, rc), flush=True)
@@ -215,7 +226,7 @@ def main():
             out.append(line)
     if failed:
         out += ["", "Runs that failed: " + "; ".join(failed)]
-    png = plot(cases, modules, results, os.path.join(args.out, "blocks.png"), env)
+    png = plot(cases, modules, results, os.path.join(args.out, "blocks.png"), env) if cases else None
     if png:
         out += ["", "![GB/s](blocks.png)"]
 
@@ -225,7 +236,7 @@ def main():
         for mname, mpath in modules:
             install_module(mpath, moddir)
             rc, text = run(args.prefix, args.blocks, args.drvcount_args or args.args,
-                           {"CUDA_INJECTION64_PATH": args.drvcount}, args.timeout)
+                           dict(module_env.get(mname, {}), CUDA_INJECTION64_PATH=args.drvcount), args.timeout)
             with open(os.path.join(args.out, "raw", "%s-drvcount.txt" % mname), "w") as f:
                 f.write(text)
             counts += ["## %s (exit %d)" % (mname, rc), "", "| case | calls per block |", "|---|---|"]

@@ -172,10 +172,6 @@ TEST_F(ipc_transport, a_lone_copy_is_issued_at_once_and_later_ones_wait_for_a_ba
     remote_free(rb);
 }
 
-/* Issue 22: a KV-cache transfer is many adjacent blocks of one allocation on each side. A GPU spends about the
- * same time on every copy between processes whatever its size, so blocks that continue each other in the same
- * two allocations go as one copy, with the local buffer registered or not (UCP passes no handle: the pointer
- * query finds its allocation); blocks of another allocation stay copies of their own. Every byte is checked. */
 /* Issue 22, item 2: small copies between GPU memory, several to a batch, go to the GPU as one kernel launch; a
  * lone copy, copies from host memory, copies over COPY_KERNEL_MAX, and every copy with COPY_KERNEL_MAX=0, go to
  * the copy engines. */
@@ -184,25 +180,29 @@ TEST_F(ipc_transport, a_batch_of_small_gpu_copies_goes_as_one_kernel_launch)
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
         GTEST_SKIP() << "counts the launches the mock driver accepts, with its copies in flight (MOCK_CUDA_ASYNC=1)";
     }
-    const size_t size = 4096, n = 8;
+    const size_t size = 4096;
     const struct {
-        const char *kernel_max;
+        const char *max_batch, *kernel_max;
         buf_kind   local;
+        size_t     n;
         long       launches;
-    } cases[] = {{"256k", buf_kind::cuda0, 1}, {"0", buf_kind::cuda0, 0}, {"2k", buf_kind::cuda0, 0},
-                 {"256k", buf_kind::host, 0}};
+    } cases[] = {{"16", "256k", buf_kind::cuda0, 8, 1}, {"16", "0", buf_kind::cuda0, 8, 0},
+                 {"16", "2k", buf_kind::cuda0, 8, 0}, {"16", "256k", buf_kind::host, 8, 0},
+                 {"128", "256k", buf_kind::cuda0, 129, 1}};
 
     for (const auto &c : cases) {
-        SCOPED_TRACE(std::string("COPY_KERNEL_MAX=") + c.kernel_max + ", local " + buf_kind_name(c.local));
+        const size_t n = c.n;
+        SCOPED_TRACE(std::string("MAX_BATCH=") + c.max_batch + ", COPY_KERNEL_MAX=" + c.kernel_max + ", local " +
+                     buf_kind_name(c.local));
         destroy_ep();
-        open_iface({{"MAX_BATCH", "16"}, {"COPY_KERNEL_MAX", c.kernel_max}});
+        open_iface({{"MAX_BATCH", c.max_batch}, {"COPY_KERNEL_MAX", c.kernel_max}});
         start_peer();
         buffer local(c.local, n * size);
         remote_buf rb = remote_alloc(n * size, cux_device_count() - 1, 71);
         ASSERT_NE(0u, rb.addr);
         const long launches = mock_live("kernel launches");
 
-        /* the first copy finds nothing in flight and goes at once; the other seven wait for one batch */
+        /* the first copy finds nothing in flight and goes at once; the others wait for one batch */
         counting_completion ops(n);
         for (size_t i = 0; i < n; ++i) {
             uct_iov_t iov = {(char*)local.ptr() + i * size, size, UCT_MEM_HANDLE_NULL, 0, 1};
@@ -220,6 +220,10 @@ TEST_F(ipc_transport, a_batch_of_small_gpu_copies_goes_as_one_kernel_launch)
     }
 }
 
+/* Issue 22: a KV-cache transfer is many adjacent blocks of one allocation on each side. A GPU spends about the
+ * same time on every copy between processes whatever its size, so blocks that continue each other in the same
+ * two allocations go as one copy, with the local buffer registered or not (UCP passes no handle: the pointer
+ * query finds its allocation); blocks of another allocation stay copies of their own. Every byte is checked. */
 TEST_F(ipc_transport, adjacent_blocks_of_the_same_allocations_are_one_copy)
 {
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {

@@ -29,7 +29,7 @@ typedef struct cux_completion cux_completion_t;
 struct cux_desc;
 
 /* Most copies in one batch. */
-#define CUX_BATCH_MAX 32
+#define CUX_BATCH_MAX 128
 
 /* Where the two ends of a copy lie: the start of the allocation that holds each (0: not known). Copies
  * within the same two allocations may be merged; one copy never spans two allocations. */

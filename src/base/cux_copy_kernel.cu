@@ -7,7 +7,7 @@
  * blockIdx.y picks the copy, the x blocks stride over its bytes: 16 bytes at a time when source, destination
  * and size allow it, else byte by byte.
  */
-#define CUX_COPY_KERNEL_MAX 32
+#define CUX_COPY_KERNEL_MAX 128
 
 struct cux_copy_kernel_desc {
     unsigned long long src, dst, size;

@@ -17,7 +17,7 @@
 #include <ucs/type/status.h>
 
 /* Most copies of one launch (the kernel's parameter block holds this many). */
-#define CUX_COPY_KERNEL_MAX 32
+#define CUX_COPY_KERNEL_MAX 128
 
 /*
  * Issues count copies (1..CUX_COPY_KERNEL_MAX) between device memory that the current context reaches, as one

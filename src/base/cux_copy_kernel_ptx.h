@@ -8,7 +8,7 @@ static const char cux_copy_kernel_ptx[] =
     ".target sm_75\n"
     ".address_size 64\n"
     ".visible .entry cux_copy_batch(\n"
-    "    .param .align 8 .b8 cux_copy_batch_param_0[768]\n"
+    "    .param .align 8 .b8 cux_copy_batch_param_0[3072]\n"
     ")\n"
     "{\n"
     "    .reg .pred     %p<6>;\n"

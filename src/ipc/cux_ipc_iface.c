@@ -27,7 +27,7 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      * eagerly, through two synchronous copies (tag_lat 64 KB 1.13x of UCX's module, against 0.91x). */
     CUX_IFACE_CONFIG_FIELDS("auto", "2us", "2us"),
     {"MAX_BATCH", "16",
-     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers), at most 32:\n"
+     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers), at most 128:\n"
      "copies wait to be issued together until the next progress call or until this many are waiting.\n"
      "A copy that finds no other in flight is issued at once. 1 issues every copy at once, in its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},

@@ -10,7 +10,7 @@
 
 #define MOCK_MODULE   ((CUmodule)(uintptr_t)0x4d4f44)
 #define MOCK_FUNCTION ((CUfunction)(uintptr_t)0x46554e)
-#define MOCK_KERNEL_COPIES 32
+#define MOCK_KERNEL_COPIES 128
 
 long mock_kernel_launches; /* launches accepted so far */
 
