@@ -3,7 +3,10 @@
  * Per-operation costs of the plugin's building blocks, in one process, to find where the time of small and
  * mid-size transfers goes (issue #5) before changing anything:
  *
- *   cux_opcost [ITERATIONS]        (default 20000; device 0, and device 1 when there is one)
+ *   cux_opcost [ITERATIONS [ALLOCATIONS]]   (default 20000; device 0, and device 1 when there is one)
+ *
+ * With ALLOCATIONS, the pointer query is also measured with that many 45 KB allocations alive, each asked in turn
+ * (a KV cache of one allocation per block: issue 34), and nothing else.
  *
  * Prints one line per measurement: name, nanoseconds per operation (median of 5 rounds).
  */
@@ -64,6 +67,34 @@ static int cmp_double(const void *a, const void *b)
         printf("%-48s %10.1f ns\n", _name, rounds[2]); \
         fflush(stdout); \
     } while (0)
+
+/* The pointer query with n allocations of a KV-cache block's size alive, asked in turn, as a transfer of one
+ * allocation per block asks them: the driver's lookup over many allocations, not one allocation's attributes. */
+static void measure_ptr_query_many(unsigned n)
+{
+    CUdeviceptr *p = calloc(n, sizeof(*p));
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_RANGE_START_ADDR;
+    CUdeviceptr start;
+    void *data = &start;
+    cux_ptr_info_t info;
+    unsigned i, k = 0;
+    char name[80];
+
+    CHECK(p != NULL, "calloc");
+    for (i = 0; i < n; ++i) {
+        CHECK(cux_drv.cuMemAlloc(&p[i], 46080) == CUDA_SUCCESS, "alloc of a block");
+    }
+    snprintf(name, sizeof(name), "cux_ptr_query, %u allocations in turn", n);
+    MEASURE(name, n, cux_ptr_query((void*)p[k++ % n], &info));
+    snprintf(name, sizeof(name), "cuPointerGetAttributes (range start), %u in turn", n);
+    MEASURE(name, n, cux_drv.cuPointerGetAttributes(1, &attr, &data, p[k++ % n]));
+    snprintf(name, sizeof(name), "cux_ptr_query, one of %u allocations", n);
+    MEASURE(name, n, cux_ptr_query((void*)p[n / 2], &info));
+    for (i = 0; i < n; ++i) {
+        cux_drv.cuMemFree(p[i]);
+    }
+    free(p);
+}
 
 typedef struct {
     uct_component_h component;
@@ -822,7 +853,8 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
 
 int main(int argc, char **argv)
 {
-    unsigned iters = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
+    unsigned iters  = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
+    unsigned allocs = (argc > 2) ? (unsigned)atoi(argv[2]) : 0;
     int peer_dev   = 0;
     CUdeviceptr d0, d1, d0b;
     ucs_async_context_t *async;
@@ -861,6 +893,12 @@ int main(int argc, char **argv)
                 cux_drv.cuPointerGetAttributes(1, &attr, &data, d0));
         MEASURE("cuIpcGetMemHandle", iters / 10 + 1, cux_drv.cuIpcGetMemHandle(&handle, d0));
         MEASURE("cuCtxGetCurrent", iters, cux_drv.cuCtxGetCurrent(&cur));
+    }
+    if (allocs > 0) {
+        measure_ptr_query_many(allocs);
+        close(exporter_fd); /* the exporter ends when its socket closes */
+        waitpid(exporter, NULL, 0);
+        return 0;
     }
 
     measure_small_copy_throughput(d0, d0b);
