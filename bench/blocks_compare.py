@@ -14,8 +14,8 @@ Writes DIR/blocks.md (the table), DIR/blocks.csv (every run), DIR/raw/ (each run
 (GB/s against blocks per transfer) when matplotlib is there. With --drvcount LIB, one more run per module with
 the driver call counter (bench/cux_drvcount) gives DIR/drvcalls.md: driver calls per block; not timed.
 --from-raw rebuilds the table and plot from an earlier run's DIR/raw (same --module names and --args).
---env NAME=VAR=VALUE sets VAR for module NAME's runs only: one module file under two names, each with its own
-setting, compares the setting interleaved as two modules would be.
+A module entry may carry variables for its runs (NAME=PATH,VAR=VALUE,...), as in perftest_compare.py: one module
+file under two names, each with its own setting, compares the setting interleaved as two modules would be.
 """
 import argparse
 import csv
@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perftest_compare import environment, install_module  # noqa: E402
+from perftest_compare import environment, install_module, module_entries  # noqa: E402
 
 KEY = ("pattern", "op", "layout", "size", "count")
 METRICS = [("gbps", "GB/s", True), ("post_us", "post us/block", False), ("cpu_us", "CPU us/block", False),
@@ -113,28 +113,19 @@ def plot(cases, modules, results, path, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prefix", required=True, help="UCX installation (with CUDA) whose module directory is used")
-    ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH",
-                    help="module to compare; the first is the reference")
+    ap.add_argument("--module", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]",
+                    help="module to compare, with optional environment for its runs; the first is the reference")
     ap.add_argument("--blocks", required=True, help="the cux_blocks program, built against PREFIX")
     ap.add_argument("--args", default="", help="arguments of cux_blocks")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     ap.add_argument("--drvcount", help="bench/cux_drvcount's library: one more run per module counting driver calls")
     ap.add_argument("--drvcount-args", help="arguments of cux_blocks for the counting runs (default: --args)")
-    ap.add_argument("--env", action="append", default=[], metavar="NAME=VAR=VALUE",
-                    help="an environment variable for module NAME's runs only (repeatable)")
     ap.add_argument("--from-raw", action="store_true", help="read DIR/raw/MODULE-REPEAT.txt instead of running")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    modules = [tuple(m.split("=", 1)) for m in args.module]
-    module_env = {}
-    for spec in args.env:
-        mname, _, assignment = spec.partition("=")
-        var, eq, value = assignment.partition("=")
-        if mname not in dict(modules) or not var or not eq:
-            ap.error("--env %s: expected NAME=VAR=VALUE with NAME one of the modules" % spec)
-        module_env.setdefault(mname, {})[var] = value
+    modules, module_env = module_entries(args.module)
     moddir = os.path.join(args.prefix, "lib", "ucx")
     os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
     env = environment()

@@ -157,6 +157,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def module_entries(specs):
+    """--module NAME=PATH[,VAR=VALUE...] entries: [(name, path)] in order, and {name: {VAR: VALUE}} for their runs
+    (one module file under two names, each with its own setting, compares the setting interleaved)."""
+    modules, module_env = [], {}
+    for spec in specs:
+        name, rest = spec.split("=", 1)
+        path, *env_items = rest.split(",")
+        modules.append((name, path))
+        module_env[name] = dict(item.split("=", 1) for item in env_items)
+    return modules, module_env
+
+
 def install_module(src, moddir):
     dst = os.path.join(moddir, "libuct_cuda.so.0")
     tmp = dst + ".swap"
@@ -422,12 +434,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    modules, module_env = [], {}
-    for m in args.module:
-        name, rest = m.split("=", 1)
-        path, *env_items = rest.split(",")
-        modules.append((name, path))
-        module_env[name] = dict(item.split("=", 1) for item in env_items)
+    modules, module_env = module_entries(args.module)
     if args.summarize:
         cases = [case for name in args.cases.split(",") for case in CASE_SETS[name]]
         os.makedirs(args.out, exist_ok=True)
