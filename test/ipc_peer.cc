@@ -10,6 +10,8 @@
 #include <csignal>
 #include <cstring>
 #include <dlfcn.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -35,7 +37,43 @@ bool peer_recv(int fd, peer_msg &msg)
     return true;
 }
 
-ipc_peer::ipc_peer(const char *visible_devices) : m_fd(-1), m_pid(-1)
+bool can_make_pid_namespace()
+{
+    pid_t pid = fork();
+    int st;
+
+    if (pid == 0) {
+        _exit((unshare(CLONE_NEWPID | CLONE_NEWNS) == 0) ? 0 : 1);
+    }
+    return (pid > 0) && (waitpid(pid, &st, 0) == pid) && WIFEXITED(st) && (WEXITSTATUS(st) == 0);
+}
+
+/* In the forked child: the rest runs as pid 1 of a new PID namespace, with /proc of that namespace mounted in
+ * a mount namespace of its own (a container's view). This process stays outside, waits for it and ends with it;
+ * it dies with this process. Returns only in the new namespace. */
+static void enter_own_pid_namespace()
+{
+    pid_t inner;
+    int st;
+
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+        _exit(126);
+    }
+    inner = fork();
+    if (inner < 0) {
+        _exit(126);
+    }
+    if (inner > 0) {
+        _exit(((waitpid(inner, &st, 0) == inner) && WIFEXITED(st)) ? WEXITSTATUS(st) : 1);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if ((mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ||
+        (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)) {
+        _exit(126);
+    }
+}
+
+ipc_peer::ipc_peer(const char *visible_devices, bool own_pid_namespace) : m_fd(-1), m_pid(-1)
 {
     int sv[2];
 
@@ -45,6 +83,9 @@ ipc_peer::ipc_peer(const char *visible_devices) : m_fd(-1), m_pid(-1)
     m_pid = fork();
     if (m_pid == 0) {
         close(sv[0]);
+        if (own_pid_namespace) {
+            enter_own_pid_namespace();
+        }
         if (visible_devices != nullptr) {
             setenv("CUDA_VISIBLE_DEVICES", visible_devices, 1);
         }

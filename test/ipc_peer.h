@@ -40,11 +40,16 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr);
 CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size);
 bool peer_recv(int fd, peer_msg &msg);
 
+/* Whether this process may make PID and mount namespaces (unshare, as root does). */
+bool can_make_pid_namespace();
+
 /* Parent side: a running peer process. */
 class ipc_peer {
 public:
-    /* visible_devices: CUDA_VISIBLE_DEVICES for the peer, or null to inherit ours. */
-    explicit ipc_peer(const char *visible_devices = nullptr);
+    /* visible_devices: CUDA_VISIBLE_DEVICES for the peer, or null to inherit ours. own_pid_namespace: the peer
+     * runs as pid 1 of a PID namespace of its own, with its own mount namespace and /proc, as in a container
+     * without a shared PID namespace (root only: see can_make_pid_namespace). */
+    explicit ipc_peer(const char *visible_devices = nullptr, bool own_pid_namespace = false);
     ~ipc_peer();
 
     bool     alive() const { return m_pid > 0; }

@@ -875,7 +875,38 @@ TEST_F(ipc_transport, a_peer_in_another_pid_namespace_is_unreachable_at_once_and
     }
     EXPECT_EQ(1u, warnings.count("another PID namespace")) << "said once for this namespace";
     EXPECT_EQ(1u, warnings.count("hostPID")) << "with the setting that helps";
+    EXPECT_EQ(0u, warnings.count("not proven")) << "no other line for each endpoint asked for";
     /* the peer's true address is still reachable */
     EXPECT_TRUE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)m_hello.blob,
                                        (const uct_iface_addr_t*)(m_hello.blob + iface_at)));
+}
+
+/* The same with a real namespace (issue 36, item 3): a peer that runs as pid 1 of its own PID namespace, with its
+ * own /proc, as in a container without hostPID, sends an address of its own making. It is recognised from that
+ * address, refused without a proof attempt (its pid 1 is our init here), and said once; the peer in our namespace
+ * stays reachable. */
+TEST_F(ipc_transport, a_peer_in_a_pid_namespace_of_its_own_is_recognised_and_refused_at_once)
+{
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "makes a PID namespace for the peer (unshare: root)";
+    }
+    ipc_peer contained(nullptr, true);
+    ASSERT_TRUE(contained.alive());
+    peer_msg hello = contained.greeting();
+    ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
+    cux_ipc_iface_addr_t addr;
+    memcpy(&addr, hello.blob + hello.a, sizeof(addr));
+    EXPECT_EQ(1, addr.pid) << "the peer's pid in its own namespace";
+
+    warnings_captured warnings;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)hello.blob,
+                                            (const uct_iface_addr_t*)(hello.blob + hello.a)));
+        EXPECT_EQ(nullptr, ep_to(m_iface, hello.blob, hello.blob + hello.a));
+    }
+    EXPECT_EQ(1u, warnings.count("another PID namespace")) << "said once for that namespace";
+    EXPECT_EQ(0u, warnings.count("not proven")) << "no other line for each endpoint asked for";
+    EXPECT_TRUE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)m_hello.blob,
+                                       (const uct_iface_addr_t*)(m_hello.blob + m_hello.a)));
+    contained.stop();
 }

@@ -23,6 +23,11 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
     }
     memcpy(&addr, params->iface_addr, sizeof(addr)); /* packed by UCP: any alignment */
     status = cux_ipc_peer_open(&self->peer, &addr, iface->pid_ns, iface->proof);
+    if ((status != UCS_OK) && cux_ipc_addr_in_other_pid_namespace(&addr, iface->pid_ns)) {
+        /* the cause and the setting that helps were said once for that namespace: not again for each endpoint */
+        ucs_debug("cuda_ipc: no endpoint to pid %d of another PID namespace", addr.pid);
+        return status;
+    }
     if (status != UCS_OK) {
         ucs_error("cuda_ipc: no endpoint to pid %d: its address is not proven (the process is gone, or the "
                   "address names another process; UCX_LOG_LEVEL=debug says which)", addr.pid);

@@ -288,6 +288,11 @@ static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr
     }
 }
 
+int cux_ipc_addr_in_other_pid_namespace(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
+{
+    return (addr->pid_ns != pid_ns) && (addr->pid_ns != 0) && (pid_ns != 0);
+}
+
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode)
 {
@@ -306,7 +311,7 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     if ((addr->pid == getpid()) && (addr->pid_ns == pid_ns)) {
         return cux_ipc_peer_open_self(peer, addr, pid_ns);
     }
-    if ((addr->pid_ns != pid_ns) && (addr->pid_ns != 0) && (pid_ns != 0)) {
+    if (cux_ipc_addr_in_other_pid_namespace(addr, pid_ns)) {
         cux_ipc_proof_log_foreign_namespace(addr);
         return UCS_ERR_UNREACHABLE;
     }

@@ -69,6 +69,10 @@ typedef struct cux_ipc_peer {
 /* This process's address (a forked child gets an identity of its own). */
 void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 
+/* Whether the address comes from a process on this host in another PID namespace than pid_ns (ours): a peer no
+ * proof reaches (cux_ipc_peer_open says so once per namespace, at warning level). */
+int cux_ipc_addr_in_other_pid_namespace(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
+
 /* Is the address a proven peer of another process in our namespace, or this process's own address (an
  * endpoint to itself)? UCS_OK with the peer open (pidfd held; cux_ipc_peer_close gives it back),
  * UCS_ERR_UNREACHABLE (logged at debug level: UCP asks for every address it sees) otherwise. */
