@@ -37,17 +37,6 @@ bool peer_recv(int fd, peer_msg &msg)
     return true;
 }
 
-bool can_make_pid_namespace()
-{
-    pid_t pid = fork();
-    int st;
-
-    if (pid == 0) {
-        _exit((unshare(CLONE_NEWPID | CLONE_NEWNS) == 0) ? 0 : 1);
-    }
-    return (pid > 0) && (waitpid(pid, &st, 0) == pid) && WIFEXITED(st) && (WEXITSTATUS(st) == 0);
-}
-
 /* In the forked child: the rest runs as pid 1 of a new PID namespace, with /proc of that namespace mounted in
  * a mount namespace of its own (a container's view). This process stays outside, waits for it and ends with it;
  * it dies with this process. Returns only in the new namespace. */
@@ -71,6 +60,19 @@ static void enter_own_pid_namespace()
         (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)) {
         _exit(126);
     }
+}
+
+/* The steps of enter_own_pid_namespace in a child that then ends: all of them must be allowed here. */
+bool can_make_pid_namespace()
+{
+    pid_t pid = fork();
+    int st;
+
+    if (pid == 0) {
+        enter_own_pid_namespace();
+        _exit(0);
+    }
+    return (pid > 0) && (waitpid(pid, &st, 0) == pid) && WIFEXITED(st) && (WEXITSTATUS(st) == 0);
 }
 
 ipc_peer::ipc_peer(const char *visible_devices, bool own_pid_namespace) : m_fd(-1), m_pid(-1)

@@ -40,7 +40,7 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr);
 CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size);
 bool peer_recv(int fd, peer_msg &msg);
 
-/* Whether this process may make PID and mount namespaces (unshare, as root does). */
+/* Whether this process may make PID and mount namespaces and mount /proc in them (unshare, as root does). */
 bool can_make_pid_namespace();
 
 /* Parent side: a running peer process. */
