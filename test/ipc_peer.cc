@@ -56,6 +56,8 @@ static void enter_own_pid_namespace()
         _exit(((waitpid(inner, &st, 0) == inner) && WIFEXITED(st)) ? WEXITSTATUS(st) : 1);
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* the driver opens any process's exports whatever its namespace; the mock needs its broker for that */
+    setenv("MOCK_CUDA_BROKER", "1", 1);
     if ((mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ||
         (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)) {
         _exit(126);
@@ -123,6 +125,54 @@ peer_msg ipc_peer::call(const peer_msg &req)
         reply.status = -1;
     }
     return reply;
+}
+
+peer_msg ipc_peer::call_for_fd(const peer_msg &req, int *fd)
+{
+    char control[CMSG_SPACE(sizeof(int))];
+    peer_msg reply = {};
+    struct iovec iov = {&reply, sizeof(reply)};
+    struct msghdr mh = {};
+    struct cmsghdr *cm;
+
+    *fd           = -1;
+    reply.status  = -1;
+    mh.msg_iov        = &iov;
+    mh.msg_iovlen     = 1;
+    mh.msg_control    = control;
+    mh.msg_controllen = sizeof(control);
+    if ((m_fd < 0) || !peer_send(m_fd, req) ||
+        (recvmsg(m_fd, &mh, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(reply))) {
+        reply.status = -1;
+        return reply;
+    }
+    cm = CMSG_FIRSTHDR(&mh);
+    if ((cm != nullptr) && (cm->cmsg_level == SOL_SOCKET) && (cm->cmsg_type == SCM_RIGHTS)) {
+        memcpy(fd, CMSG_DATA(cm), sizeof(int));
+    }
+    return reply;
+}
+
+/* The reply with a descriptor (SCM_RIGHTS), or without one where fd < 0. */
+static bool peer_send_fd(int sock, const peer_msg &msg, int fd)
+{
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    struct iovec iov = {const_cast<peer_msg*>(&msg), sizeof(msg)};
+    struct msghdr mh = {};
+    struct cmsghdr *cm;
+
+    mh.msg_iov    = &iov;
+    mh.msg_iovlen = 1;
+    if (fd >= 0) {
+        mh.msg_control    = control;
+        mh.msg_controllen = sizeof(control);
+        cm                = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level    = SOL_SOCKET;
+        cm->cmsg_type     = SCM_RIGHTS;
+        cm->cmsg_len      = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(msg);
 }
 
 void ipc_peer::stop()
@@ -388,6 +438,24 @@ int ipc_peer_main(int fd)
             case peer_op::nodump:
                 reply.status = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
                 break;
+            case peer_op::export_fd: {
+                CUmemGenericAllocationHandle handle;
+                int exported = -1;
+                reply.status = UCS_ERR_IO_ERROR;
+                if (cux_drv.cuMemRetainAllocationHandle(&handle, (void*)msg.a) == CUDA_SUCCESS) {
+                    if (cux_drv.cuMemExportToShareableHandle(&exported, handle,
+                                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                        CUDA_SUCCESS) {
+                        reply.status = UCS_OK;
+                    }
+                    cux_drv.cuMemRelease(handle);
+                }
+                peer_send_fd(fd, reply, exported);
+                if (exported >= 0) {
+                    close(exported);
+                }
+                continue; /* replied */
+            }
             case peer_op::exit:
                 _exit(0); /* like a process that simply ends: no cleanup */
             default:

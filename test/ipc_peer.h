@@ -14,7 +14,9 @@ namespace cux_test {
 
 /* nodump: the peer makes itself non-dumpable (PR_SET_DUMPABLE 0): a process without CAP_SYS_PTRACE may then
  * not read its memory nor take its descriptors, as under Yama's ptrace_scope=1 for a non-root sibling. */
-enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump };
+/* export_fd: the cuMemCreate allocation at address a exported as a POSIX descriptor, which comes with the reply
+ * (SCM_RIGHTS: ipc_peer::call_for_fd), as a process hands one to another over a UNIX socket. */
+enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump, export_fd };
 
 /* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, from a memory pool
  * made with that handle type or from the device's default pool (which has none), or two cuMemCreate allocations
@@ -58,6 +60,8 @@ public:
     peer_msg greeting();
     /* Sends a request and returns the reply (status -1 on a broken connection). */
     peer_msg call(const peer_msg &req);
+    /* The same for a request whose reply brings a descriptor: *fd gets it (-1 if none came). */
+    peer_msg call_for_fd(const peer_msg &req, int *fd);
     /* Asks the peer to exit and waits for it. */
     void     stop();
 

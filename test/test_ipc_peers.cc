@@ -910,3 +910,64 @@ TEST_F(ipc_transport, a_peer_in_a_pid_namespace_of_its_own_is_recognised_and_ref
                                        (const uct_iface_addr_t*)(m_hello.blob + m_hello.a)));
     contained.stop();
 }
+
+/* Issue 36: the mock opens what a process of another PID namespace exports, as the driver does
+ * (bench/results/2026-12-02-h200x1-pidns/): a legacy handle of a peer that runs as pid 1 of its own namespace, and
+ * a VMM descriptor it hands over a UNIX socket (SCM_RIGHTS), each holding the peer's bytes. Our module refuses
+ * such a peer today (above); its path across namespaces will be tested on this. */
+TEST_F(ipc_transport, the_mock_imports_from_another_pid_namespace_as_the_driver_does)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "holds the mock driver to the driver's measured behaviour";
+    }
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "makes a PID namespace for the peer (unshare: root)";
+    }
+    const size_t size = 65536;
+    ipc_peer contained(nullptr, true);
+    ASSERT_EQ(0, contained.greeting().status) << "the peer in its own PID namespace did not start";
+    CUcontext ctx, prev;
+    ASSERT_EQ(UCS_OK, cux_device_ctx(0, &ctx));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuCtxPushCurrent(ctx));
+    std::vector<uint8_t> got(size);
+
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = size; req.b = 0; req.c = 91; req.d = alloc_legacy;
+    peer_msg legacy = contained.call(req);
+    ASSERT_EQ(UCS_OK, legacy.status);
+    cux_ipc_rkey_t key;
+    memcpy(&key, legacy.blob, sizeof(key));
+    CUdeviceptr mapped = 0;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuIpcOpenMemHandle(&mapped, key.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    raw_copy(got.data(), (void*)mapped, size);
+    EXPECT_TRUE(got == pattern(91, size)) << "the legacy handle's bytes";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuIpcCloseMemHandle(mapped));
+
+    req.c = 92; req.d = alloc_vmm_fd;
+    peer_msg vmm = contained.call(req);
+    ASSERT_EQ(UCS_OK, vmm.status);
+    peer_msg ex = {};
+    ex.op = peer_op::export_fd; ex.a = vmm.a;
+    int fd;
+    ASSERT_EQ(UCS_OK, contained.call_for_fd(ex, &fd).status);
+    ASSERT_LE(0, fd) << "no descriptor came with the reply";
+    CUmemGenericAllocationHandle handle;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemImportFromShareableHandle(&handle, (void*)(uintptr_t)fd,
+                                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(fd);
+    CUdeviceptr va;
+    CUmemAccessDesc access = {};
+    access.location.type   = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id     = 0;
+    access.flags           = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemAddressReserve(&va, size, 0, 0, 0));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemMap(va, size, 0, handle, 0));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemSetAccess(va, size, &access, 1));
+    raw_copy(got.data(), (void*)va, size);
+    EXPECT_TRUE(got == pattern(92, size)) << "the VMM descriptor's bytes";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemUnmap(va, size));
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemRelease(handle));
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemAddressFree(va, size));
+    cux_drv.cuCtxPopCurrent(&prev);
+    contained.stop();
+}

@@ -60,7 +60,8 @@ typedef struct {
 
 #define MOCK_MAX_RESERVED 1024
 
-/* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads). */
+/* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads);
+ * its PID namespace and broker (mock_broker.c) tell where the memfd is opened from. */
 typedef struct {
     uint32_t magic;
     int32_t  fd;
@@ -68,6 +69,8 @@ typedef struct {
     int32_t  reserved;
     uint64_t size;
     uint64_t ino;
+    uint64_t pid_ns;
+    uint64_t broker;
 } mock_ipc_handle_t;
 
 #define MOCK_IPC_MAGIC 0x4b434f4d
@@ -181,7 +184,8 @@ CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *size
 /* mock_ipc.c */
 CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p);
 int mock_open_as_driver(const char *path);
-CUresult mock_map_peer_memory(pid_t pid, int fd, uint64_t ino, uint64_t size, CUresult gone, CUdeviceptr *p);
+CUresult mock_map_peer_memory(pid_t pid, uint64_t pid_ns, uint64_t broker, int fd, uint64_t ino, uint64_t size,
+                              CUresult gone, CUdeviceptr *p);
 CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags);
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p);
 /* mock_vmm.c */
@@ -210,6 +214,11 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *p, CUmemoryPool pool, CUmemPoolPt
 CUresult m_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location);
 CUresult m_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *desc, size_t count);
 CUresult m_cuMemPoolDestroy(CUmemoryPool pool);
+/* mock_broker.c */
+uint64_t mock_broker_token(void);
+uint64_t mock_pid_namespace(void);
+/* The exporter's descriptor fd, opened here: through /proc in its PID namespace, else from its broker. */
+int mock_open_exporter_fd(pid_t pid, uint64_t pid_ns, uint64_t broker, int fd);
 /* mock_kernels.c */
 extern long mock_kernel_launches;
 CUresult m_cuModuleLoadData(CUmodule *module, const void *image);

@@ -32,6 +32,8 @@
  * lseek(SEEK_END) as it would on a real dma-buf. MOCK_CUDA_NO_DMABUF=1: devices do not support dma-buf.
  * Memory of a device's default pool (cuMemAllocFromPoolAsync) has no IPC handle, as with the driver.
  * MOCK_CUDA_PCI=1 gives devices PCI addresses (0000:c0:00.0 on), so that UCX's topology knows them.
+ * MOCK_CUDA_BROKER=1: the process's legacy handles and exported descriptors open in processes of other PID
+ * namespaces too, as the driver's do (mock_broker.c; the tests' peers in a namespace of their own set it).
  */
 #include "mock.h"
 

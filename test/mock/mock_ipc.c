@@ -7,6 +7,8 @@
 CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
 {
     mock_ipc_handle_t *h = (mock_ipc_handle_t*)handle;
+    uint64_t broker      = mock_broker_token();
+    uint64_t pid_ns      = mock_pid_namespace();
     mock_alloc_t *a;
     struct stat st;
 
@@ -19,7 +21,7 @@ CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
     }
     memset(handle, 0, sizeof(*handle));
     *h = (mock_ipc_handle_t){.magic = MOCK_IPC_MAGIC, .fd = a->fd, .pid = getpid(), .size = a->size,
-                             .ino = st.st_ino};
+                             .ino = st.st_ino, .pid_ns = pid_ns, .broker = broker};
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
 }
@@ -52,15 +54,14 @@ int mock_open_as_driver(const char *path)
 /* Maps another process's device memory (its memfd fd, which must still be the allocation of that inode and
  * size) into this one, tracked as imported on the current device: how legacy handles and pool pointers open.
  * gone: what to answer when the memfd is not there or is another file now. */
-CUresult mock_map_peer_memory(pid_t pid, int fd, uint64_t ino, uint64_t size, CUresult gone, CUdeviceptr *p)
+CUresult mock_map_peer_memory(pid_t pid, uint64_t pid_ns, uint64_t broker, int fd, uint64_t ino, uint64_t size,
+                              CUresult gone, CUdeviceptr *p)
 {
-    char path[64];
     struct stat st;
     void *m;
     int local;
 
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
-    local = mock_open_as_driver(path);
+    local = mock_open_exporter_fd(pid, pid_ns, broker, fd);
     if (local < 0) {
         return gone; /* exporter exited */
     }
@@ -92,10 +93,10 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     if (h.magic != MOCK_IPC_MAGIC) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (h.pid == getpid()) {
+    if ((h.pid == getpid()) && (h.pid_ns == mock_pid_namespace())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
     }
-    return mock_map_peer_memory(h.pid, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
+    return mock_map_peer_memory(h.pid, h.pid_ns, h.broker, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
 }
 
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }

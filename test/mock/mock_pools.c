@@ -299,7 +299,8 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
     if ((device < 0) || !(p->access & (1u << device))) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    res = mock_map_peer_memory(in.pid, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
+    /* within the exporter's PID namespace only (no broker): pools of containers are not mocked yet */
+    res = mock_map_peer_memory(in.pid, 0, 0, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&mock_lock);
         mock_find(*ptr)->pool_import = 1;

@@ -160,11 +160,16 @@ CUresult m_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *p)
  * VMM exports as the driver makes them: every exported descriptor is a descriptor of one control file (the
  * driver's is /dev/nvidiactl: one device and inode for every export), so a descriptor's inode tells nothing
  * about the allocation. Each export is a new open of this process's control file whose file offset names the
- * exporting pid and the allocation's memfd (a pool's: mock_pools.c); a duplicate taken with pidfd_getfd shares
- * the offset, and the import opens that memfd through /proc as cuIpcOpenMemHandle does. (The allocation must
- * still be alive at the import: the driver's export would keep it alive.)
+ * exporting pid and the allocation's memfd (a pool's: mock_pools.c); a duplicate taken with pidfd_getfd or
+ * passed over a socket shares the offset, and the import opens that memfd as cuIpcOpenMemHandle does (the control
+ * file's first bytes say the exporter's PID namespace and broker: mock_broker.c). (The allocation must still be
+ * alive at the import: the driver's export would keep it alive.)
  */
 #define MOCK_EXPORT_FD_BITS 24
+
+typedef struct {
+    uint64_t pid_ns, broker;
+} mock_ctl_header_t;
 
 static int   mock_ctl_fd = -1;
 static pid_t mock_ctl_pid;
@@ -172,6 +177,7 @@ static pid_t mock_ctl_pid;
 /* A new exported descriptor naming this process's descriptor target, written to *(int*)out. */
 CUresult mock_export_fd(int target, void *out)
 {
+    mock_ctl_header_t hdr = {mock_pid_namespace(), mock_broker_token()};
     char path[64];
     int fd;
 
@@ -179,6 +185,10 @@ CUresult mock_export_fd(int target, void *out)
     if ((mock_ctl_fd < 0) || (mock_ctl_pid != getpid())) { /* one per process, a forked child's its own */
         mock_ctl_fd  = memfd_create("mock-nvidiactl", MFD_CLOEXEC);
         mock_ctl_pid = getpid();
+        if ((mock_ctl_fd >= 0) && (pwrite(mock_ctl_fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))) {
+            close(mock_ctl_fd);
+            mock_ctl_fd = -1;
+        }
     }
     snprintf(path, sizeof(path), "/proc/self/fd/%d", mock_ctl_fd);
     pthread_mutex_unlock(&mock_lock);
@@ -196,18 +206,17 @@ CUresult mock_export_fd(int target, void *out)
 /* The exporter's descriptor an exported one names, opened here (-1: not an export, or the exporter is gone). */
 int mock_import_fd(int exported, pid_t *pid_p)
 {
-    off_t tag = lseek(exported, 0, SEEK_CUR);
-    char path[64];
+    off_t tag             = lseek(exported, 0, SEEK_CUR);
+    mock_ctl_header_t hdr = {0, 0};
 
-    if (tag <= 0) {
+    if ((tag <= 0) || (pread(exported, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))) {
         return -1;
     }
     if (pid_p != NULL) {
         *pid_p = (pid_t)(tag >> MOCK_EXPORT_FD_BITS);
     }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)(tag >> MOCK_EXPORT_FD_BITS),
-             (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
-    return mock_open_as_driver(path);
+    return mock_open_exporter_fd((pid_t)(tag >> MOCK_EXPORT_FD_BITS), hdr.pid_ns, hdr.broker,
+                                 (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
 }
 
 CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h,
