@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "driver/cux_device.h"
+#include "../test/fd_passing.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -25,42 +26,6 @@
 #include <unistd.h>
 
 #define PROBE_SIZE (2u << 20)
-
-static int probe_send(int sock, const void *buf, size_t len, int fd)
-{
-    char control[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov                      = {.iov_base = (void*)buf, .iov_len = len};
-    struct msghdr msg                     = {.msg_iov = &iov, .msg_iovlen = 1};
-    struct cmsghdr *cmsg;
-
-    if (fd >= 0) {
-        msg.msg_control    = control;
-        msg.msg_controllen = sizeof(control);
-        cmsg               = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level   = SOL_SOCKET;
-        cmsg->cmsg_type    = SCM_RIGHTS;
-        cmsg->cmsg_len     = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-    }
-    return (sendmsg(sock, &msg, 0) == (ssize_t)len) ? 0 : -1;
-}
-
-static int probe_recv(int sock, void *buf, size_t len, int *fd_p)
-{
-    char control[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov                      = {.iov_base = buf, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
-    struct cmsghdr *cmsg;
-
-    if (recvmsg(sock, &msg, MSG_WAITALL) != (ssize_t)len) {
-        return -1;
-    }
-    cmsg = CMSG_FIRSTHDR(&msg);
-    if (fd_p != NULL) {
-        *fd_p = ((cmsg != NULL) && (cmsg->cmsg_type == SCM_RIGHTS)) ? *(int*)CMSG_DATA(cmsg) : -1;
-    }
-    return 0;
-}
 
 static unsigned char probe_byte(size_t i, unsigned seed)
 {
@@ -127,14 +92,14 @@ static void probe_export(int sock)
     CUipcMemHandle handle;
     CUdeviceptr legacy, va;
     size_t granularity;
-    int fd = -1, pid = getpid();
+    int fd = -1, none, pid = getpid();
     char done;
 
     cux_drv.cuMemAlloc(&legacy, PROBE_SIZE);
     probe_fill(legacy, 1);
     cux_drv.cuIpcGetMemHandle(&handle, legacy);
-    probe_send(sock, &pid, sizeof(pid), -1);
-    probe_send(sock, &handle, sizeof(handle), -1);
+    fd_passing_send(sock, &pid, sizeof(pid), -1);
+    fd_passing_send(sock, &handle, sizeof(handle), -1);
 
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -145,8 +110,8 @@ static void probe_export(int sock)
     probe_map(vmm, granularity, &va);
     probe_fill(va, 2);
     cux_drv.cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    probe_send(sock, &granularity, sizeof(granularity), fd);
-    probe_recv(sock, &done, 1, NULL); /* the importer is done with both */
+    fd_passing_send(sock, &granularity, sizeof(granularity), fd);
+    fd_passing_recv(sock, &done, 1, &none); /* the importer is done with both */
 }
 
 static void probe_import(int sock, const char *where)
@@ -159,8 +124,8 @@ static void probe_import(int sock, const char *where)
     CUresult res;
     char what[64];
 
-    probe_recv(sock, &pid, sizeof(pid), NULL);
-    probe_recv(sock, &handle, sizeof(handle), NULL);
+    fd_passing_recv(sock, &pid, sizeof(pid), &fd);
+    fd_passing_recv(sock, &handle, sizeof(handle), &fd);
     res = cux_drv.cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     printf("legacy handle (exporter pid %d as it sees itself), %s: cuIpcOpenMemHandle %s%s%s\n", pid, where,
            probe_error(res), (res == CUDA_SUCCESS) ? ", " : "",
@@ -169,7 +134,7 @@ static void probe_import(int sock, const char *where)
         cux_drv.cuIpcCloseMemHandle(p);
     }
 
-    probe_recv(sock, &granularity, sizeof(granularity), &fd);
+    fd_passing_recv(sock, &granularity, sizeof(granularity), &fd);
     res = (fd < 0) ? CUDA_ERROR_INVALID_HANDLE :
           cux_drv.cuMemImportFromShareableHandle(&vmm, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (res == CUDA_SUCCESS) {
@@ -184,7 +149,7 @@ static void probe_import(int sock, const char *where)
                (fd < 0) ? "no descriptor arrived" : probe_error(res));
     }
     fflush(stdout);
-    probe_send(sock, "d", 1, -1);
+    fd_passing_send(sock, "d", 1, -1);
 }
 
 /* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) mounts its own /proc,

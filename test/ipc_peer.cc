@@ -4,6 +4,7 @@
  */
 #include "cux_test.h"
 #include "ipc_peer.h"
+#include "fd_passing.h"
 #include "driver/cux_device.h"
 
 #include <map>
@@ -129,50 +130,13 @@ peer_msg ipc_peer::call(const peer_msg &req)
 
 peer_msg ipc_peer::call_for_fd(const peer_msg &req, int *fd)
 {
-    char control[CMSG_SPACE(sizeof(int))];
     peer_msg reply = {};
-    struct iovec iov = {&reply, sizeof(reply)};
-    struct msghdr mh = {};
-    struct cmsghdr *cm;
 
-    *fd           = -1;
-    reply.status  = -1;
-    mh.msg_iov        = &iov;
-    mh.msg_iovlen     = 1;
-    mh.msg_control    = control;
-    mh.msg_controllen = sizeof(control);
-    if ((m_fd < 0) || !peer_send(m_fd, req) ||
-        (recvmsg(m_fd, &mh, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(reply))) {
+    *fd = -1;
+    if ((m_fd < 0) || !peer_send(m_fd, req) || (fd_passing_recv(m_fd, &reply, sizeof(reply), fd) != 0)) {
         reply.status = -1;
-        return reply;
-    }
-    cm = CMSG_FIRSTHDR(&mh);
-    if ((cm != nullptr) && (cm->cmsg_level == SOL_SOCKET) && (cm->cmsg_type == SCM_RIGHTS)) {
-        memcpy(fd, CMSG_DATA(cm), sizeof(int));
     }
     return reply;
-}
-
-/* The reply with a descriptor (SCM_RIGHTS), or without one where fd < 0. */
-static bool peer_send_fd(int sock, const peer_msg &msg, int fd)
-{
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    struct iovec iov = {const_cast<peer_msg*>(&msg), sizeof(msg)};
-    struct msghdr mh = {};
-    struct cmsghdr *cm;
-
-    mh.msg_iov    = &iov;
-    mh.msg_iovlen = 1;
-    if (fd >= 0) {
-        mh.msg_control    = control;
-        mh.msg_controllen = sizeof(control);
-        cm                = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level    = SOL_SOCKET;
-        cm->cmsg_type     = SCM_RIGHTS;
-        cm->cmsg_len      = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    }
-    return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(msg);
 }
 
 void ipc_peer::stop()
@@ -450,7 +414,7 @@ int ipc_peer_main(int fd)
                     }
                     cux_drv.cuMemRelease(handle);
                 }
-                peer_send_fd(fd, reply, exported);
+                fd_passing_send(fd, &reply, sizeof(reply), exported);
                 if (exported >= 0) {
                     close(exported);
                 }

@@ -971,3 +971,23 @@ TEST_F(ipc_transport, the_mock_imports_from_another_pid_namespace_as_the_driver_
     cux_drv.cuCtxPopCurrent(&prev);
     contained.stop();
 }
+
+/* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, contrib/gpu-host-pidns.sh) gives
+ * on the mock what it measured on the H200: a legacy handle and a VMM descriptor over SCM_RIGHTS open, every byte
+ * checked, with either side in its own namespace (the mock with its broker, as the contained peers use it). */
+TEST(ipc_pidns_probe, gives_on_the_mock_what_it_measured_on_the_gpu_host)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "runs the probe on the mock driver";
+    }
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "the probe makes PID namespaces (unshare: root)";
+    }
+    command_result r = run_command("MOCK_CUDA_BROKER=1 timeout 60 " + build_path("bench/cux_pidns_probe") + " 2>&1");
+    ASSERT_EQ(0, r.status) << r.output;
+    size_t ok = 0;
+    for (size_t at = r.output.find("data ok"); at != std::string::npos; at = r.output.find("data ok", at + 1)) {
+        ++ok;
+    }
+    EXPECT_EQ(4u, ok) << "a legacy handle and a descriptor, each way round:\n" << r.output;
+}

@@ -14,6 +14,7 @@
  * size), so a descriptor number the exporter reuses names nothing.
  */
 #include "mock.h"
+#include "../fd_passing.h"
 
 #include <stddef.h>
 #include <sys/socket.h>
@@ -31,14 +32,10 @@ static socklen_t mock_broker_addr(uint64_t token, struct sockaddr_un *sun)
     return offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sun->sun_path + 1);
 }
 
-/* One request per connection: a descriptor number in, that descriptor out (none if it is not open). */
+/* One request per connection: a descriptor number in, a byte saying whether it is open out, with it if so. */
 static void *mock_broker_serve(void *arg)
 {
     int listener = (int)(intptr_t)arg;
-    char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr mh;
-    struct cmsghdr *cm;
-    struct iovec iov;
     int conn, fd;
     char ok;
 
@@ -49,21 +46,7 @@ static void *mock_broker_serve(void *arg)
         }
         if (recv(conn, &fd, sizeof(fd), MSG_WAITALL) == (ssize_t)sizeof(fd)) {
             ok = (fcntl(fd, F_GETFD) >= 0);
-            iov = (struct iovec){&ok, 1};
-            memset(&mh, 0, sizeof(mh));
-            mh.msg_iov    = &iov;
-            mh.msg_iovlen = 1;
-            if (ok) {
-                memset(control, 0, sizeof(control));
-                mh.msg_control    = control;
-                mh.msg_controllen = sizeof(control);
-                cm                = CMSG_FIRSTHDR(&mh);
-                cm->cmsg_level    = SOL_SOCKET;
-                cm->cmsg_type     = SCM_RIGHTS;
-                cm->cmsg_len      = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-            }
-            (void)sendmsg(conn, &mh, MSG_NOSIGNAL);
+            (void)fd_passing_send(conn, &ok, 1, ok ? fd : -1);
         }
         close(conn);
     }
@@ -123,30 +106,17 @@ uint64_t mock_pid_namespace(void)
 /* The descriptor fd of the broker with that token, received here; -1 if it is not there or fd is not open. */
 static int mock_broker_fetch(uint64_t token, int fd)
 {
-    char control[CMSG_SPACE(sizeof(int))];
     struct sockaddr_un sun;
-    struct cmsghdr *cm;
-    struct msghdr mh;
-    struct iovec iov;
     int conn, got = -1;
     char ok = 0;
 
     conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if ((conn < 0) || (connect(conn, (struct sockaddr*)&sun, mock_broker_addr(token, &sun)) != 0) ||
-        (send(conn, &fd, sizeof(fd), MSG_NOSIGNAL) != (ssize_t)sizeof(fd))) {
-        goto out;
+    if ((conn >= 0) && (connect(conn, (struct sockaddr*)&sun, mock_broker_addr(token, &sun)) == 0) &&
+        (send(conn, &fd, sizeof(fd), MSG_NOSIGNAL) == (ssize_t)sizeof(fd)) &&
+        (fd_passing_recv(conn, &ok, 1, &got) == 0) && !ok && (got >= 0)) {
+        close(got);
+        got = -1;
     }
-    iov = (struct iovec){&ok, 1};
-    memset(&mh, 0, sizeof(mh));
-    mh.msg_iov        = &iov;
-    mh.msg_iovlen     = 1;
-    mh.msg_control    = control;
-    mh.msg_controllen = sizeof(control);
-    if ((recvmsg(conn, &mh, MSG_CMSG_CLOEXEC) == 1) && ok && ((cm = CMSG_FIRSTHDR(&mh)) != NULL) &&
-        (cm->cmsg_level == SOL_SOCKET) && (cm->cmsg_type == SCM_RIGHTS)) {
-        memcpy(&got, CMSG_DATA(cm), sizeof(int));
-    }
-out:
     if (conn >= 0) {
         close(conn);
     }
