@@ -16,6 +16,7 @@
 #include "mock.h"
 #include "../fd_passing.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -41,8 +42,11 @@ static void *mock_broker_serve(void *arg)
 
     for (;;) {
         conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-        if (conn < 0) {
+        if ((conn < 0) && ((errno == EINTR) || (errno == ECONNABORTED))) {
             continue;
+        }
+        if (conn < 0) {
+            break; /* the listener is gone: no spinning */
         }
         if (recv(conn, &fd, sizeof(fd), MSG_WAITALL) == (ssize_t)sizeof(fd)) {
             ok = (fcntl(fd, F_GETFD) >= 0);
