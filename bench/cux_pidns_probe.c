@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "driver/cux_device.h"
-#include "../test/fd_passing.h"
+#include "../src/base/cux_fd_passing.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -98,8 +98,8 @@ static void probe_export(int sock)
     cux_drv.cuMemAlloc(&legacy, PROBE_SIZE);
     probe_fill(legacy, 1);
     cux_drv.cuIpcGetMemHandle(&handle, legacy);
-    fd_passing_send(sock, &pid, sizeof(pid), -1);
-    fd_passing_send(sock, &handle, sizeof(handle), -1);
+    cux_fd_passing_send(sock, &pid, sizeof(pid), -1);
+    cux_fd_passing_send(sock, &handle, sizeof(handle), -1);
 
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -110,8 +110,8 @@ static void probe_export(int sock)
     probe_map(vmm, granularity, &va);
     probe_fill(va, 2);
     cux_drv.cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    fd_passing_send(sock, &granularity, sizeof(granularity), fd);
-    fd_passing_recv(sock, &done, 1, &none); /* the importer is done with both */
+    cux_fd_passing_send(sock, &granularity, sizeof(granularity), fd);
+    cux_fd_passing_recv(sock, &done, 1, &none); /* the importer is done with both */
 }
 
 static void probe_import(int sock, const char *where)
@@ -124,8 +124,8 @@ static void probe_import(int sock, const char *where)
     CUresult res;
     char what[64];
 
-    fd_passing_recv(sock, &pid, sizeof(pid), &fd);
-    fd_passing_recv(sock, &handle, sizeof(handle), &fd);
+    cux_fd_passing_recv(sock, &pid, sizeof(pid), &fd);
+    cux_fd_passing_recv(sock, &handle, sizeof(handle), &fd);
     res = cux_drv.cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     printf("legacy handle (exporter pid %d as it sees itself), %s: cuIpcOpenMemHandle %s%s%s\n", pid, where,
            probe_error(res), (res == CUDA_SUCCESS) ? ", " : "",
@@ -134,7 +134,7 @@ static void probe_import(int sock, const char *where)
         cux_drv.cuIpcCloseMemHandle(p);
     }
 
-    fd_passing_recv(sock, &granularity, sizeof(granularity), &fd);
+    cux_fd_passing_recv(sock, &granularity, sizeof(granularity), &fd);
     res = (fd < 0) ? CUDA_ERROR_INVALID_HANDLE :
           cux_drv.cuMemImportFromShareableHandle(&vmm, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (res == CUDA_SUCCESS) {
@@ -149,7 +149,7 @@ static void probe_import(int sock, const char *where)
                (fd < 0) ? "no descriptor arrived" : probe_error(res));
     }
     fflush(stdout);
-    fd_passing_send(sock, "d", 1, -1);
+    cux_fd_passing_send(sock, "d", 1, -1);
 }
 
 /* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) mounts its own /proc,

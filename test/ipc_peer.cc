@@ -4,7 +4,7 @@
  */
 #include "cux_test.h"
 #include "ipc_peer.h"
-#include "fd_passing.h"
+#include "../src/base/cux_fd_passing.h"
 #include "driver/cux_device.h"
 
 #include <map>
@@ -133,7 +133,7 @@ peer_msg ipc_peer::call_for_fd(const peer_msg &req, int *fd)
     peer_msg reply = {};
 
     *fd = -1;
-    if ((m_fd < 0) || !peer_send(m_fd, req) || (fd_passing_recv(m_fd, &reply, sizeof(reply), fd) != 0)) {
+    if ((m_fd < 0) || !peer_send(m_fd, req) || (cux_fd_passing_recv(m_fd, &reply, sizeof(reply), fd) != 0)) {
         reply.status = -1;
     }
     return reply;
@@ -414,7 +414,7 @@ int ipc_peer_main(int fd)
                     }
                     cux_drv.cuMemRelease(handle);
                 }
-                fd_passing_send(fd, &reply, sizeof(reply), exported);
+                cux_fd_passing_send(fd, &reply, sizeof(reply), exported);
                 if (exported >= 0) {
                     close(exported);
                 }

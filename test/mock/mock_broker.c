@@ -14,7 +14,7 @@
  * size), so a descriptor number the exporter reuses names nothing.
  */
 #include "mock.h"
-#include "../fd_passing.h"
+#include "../../src/base/cux_fd_passing.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -50,7 +50,7 @@ static void *mock_broker_serve(void *arg)
         }
         if (recv(conn, &fd, sizeof(fd), MSG_WAITALL) == (ssize_t)sizeof(fd)) {
             ok = (fcntl(fd, F_GETFD) >= 0);
-            (void)fd_passing_send(conn, &ok, 1, ok ? fd : -1);
+            (void)cux_fd_passing_send(conn, &ok, 1, ok ? fd : -1);
         }
         close(conn);
     }
@@ -117,7 +117,7 @@ static int mock_broker_fetch(uint64_t token, int fd)
     conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if ((conn >= 0) && (connect(conn, (struct sockaddr*)&sun, mock_broker_addr(token, &sun)) == 0) &&
         (send(conn, &fd, sizeof(fd), MSG_NOSIGNAL) == (ssize_t)sizeof(fd)) &&
-        (fd_passing_recv(conn, &ok, 1, &got) == 0) && !ok && (got >= 0)) {
+        (cux_fd_passing_recv(conn, &ok, 1, &got) == 0) && !ok && (got >= 0)) {
         close(got);
         got = -1;
     }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A message with a descriptor over a UNIX socket (SCM_RIGHTS), for the programs around the module that hand
- * descriptors between processes: the tests' peer, the mock driver's broker, bench/cux_pidns_probe. Header only
- * (C and C++), since they are separate binaries.
+ * A message with a descriptor over a UNIX socket (SCM_RIGHTS): cuda_ipc's channel to peers of other PID
+ * namespaces (src/ipc/cux_ipc_channel.h), and the programs around the module that hand descriptors between
+ * processes (the tests' peer, the mock driver's broker, bench/cux_pidns_probe). Header only (C and C++), since
+ * they are separate binaries.
  */
 #ifndef CUX_FD_PASSING_H_
 #define CUX_FD_PASSING_H_
@@ -12,7 +13,7 @@
 #include <sys/types.h>
 
 /* A message of len bytes at buf, with room for one descriptor in control. */
-static inline void fd_passing_msg(struct msghdr *msg, struct iovec *iov, void *buf, size_t len, char *control,
+static inline void cux_fd_passing_msg(struct msghdr *msg, struct iovec *iov, void *buf, size_t len, char *control,
                                   size_t control_len)
 {
     memset(control, 0, control_len);
@@ -26,14 +27,14 @@ static inline void fd_passing_msg(struct msghdr *msg, struct iovec *iov, void *b
 }
 
 /* Sends len bytes, with fd when fd >= 0; 0, or -1 when the message did not go whole. */
-static inline int fd_passing_send(int sock, const void *buf, size_t len, int fd)
+static inline int cux_fd_passing_send(int sock, const void *buf, size_t len, int fd)
 {
     char control[CMSG_SPACE(sizeof(int))];
     struct iovec iov;
     struct msghdr msg;
     struct cmsghdr *cmsg;
 
-    fd_passing_msg(&msg, &iov, (void*)buf, len, control, sizeof(control));
+    cux_fd_passing_msg(&msg, &iov, (void*)buf, len, control, sizeof(control));
     if (fd < 0) {
         msg.msg_control    = NULL; /* no descriptor goes */
         msg.msg_controllen = 0;
@@ -49,7 +50,7 @@ static inline int fd_passing_send(int sock, const void *buf, size_t len, int fd)
 
 /* Receives len bytes and the descriptor that came with them (*fd_p: -1 if none; close-on-exec); 0, or -1 when
  * fewer bytes came. */
-static inline int fd_passing_recv(int sock, void *buf, size_t len, int *fd_p)
+static inline int cux_fd_passing_recv(int sock, void *buf, size_t len, int *fd_p)
 {
     char control[CMSG_SPACE(sizeof(int))];
     struct iovec iov;
@@ -57,7 +58,7 @@ static inline int fd_passing_recv(int sock, void *buf, size_t len, int *fd_p)
     struct cmsghdr *cmsg;
 
     *fd_p = -1;
-    fd_passing_msg(&msg, &iov, buf, len, control, sizeof(control));
+    cux_fd_passing_msg(&msg, &iov, buf, len, control, sizeof(control));
     if (recvmsg(sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)len) {
         return -1;
     }
