@@ -53,10 +53,11 @@ protected:
         transport_test::TearDown();
     }
 
-    void start_peer(const char *visible_devices = nullptr)
+    /* own_pid_namespace: the peer runs as pid 1 of a PID namespace of its own (ipc_peer) */
+    void start_peer(const char *visible_devices = nullptr, bool own_pid_namespace = false)
     {
         destroy_ep();
-        m_peer.reset(new ipc_peer(visible_devices));
+        m_peer.reset(new ipc_peer(visible_devices, own_pid_namespace));
         ASSERT_TRUE(m_peer->alive());
         peer_msg &hello = m_hello;
         hello = m_peer->greeting();

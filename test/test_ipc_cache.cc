@@ -124,7 +124,7 @@ TEST_F(ipc_cache, purging_one_process_keeps_the_others_and_waits_for_mappings_in
     cux_ipc_cache_put(&m_cache, get(key(1, 0x2000, 2)));
     cux_ipc_cache_put(&m_cache, get(key(2, 0x1000, 1)));
     EXPECT_EQ(3, m_drv.mapped);
-    cux_ipc_cache_purge_pid(&m_cache, 1);
+    cux_ipc_cache_purge_pid(&m_cache, 0, 1);
     EXPECT_EQ(2, m_drv.mapped) << "process 1's unused mapping was kept, or one in use was unmapped";
     EXPECT_EQ(1ul, m_cache.num_regions);
     cux_ipc_cache_put(&m_cache, in_use);

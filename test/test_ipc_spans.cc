@@ -188,7 +188,7 @@ TEST_F(ipc_spans, a_registration_serving_several_allocations_keeps_each_key_it_h
     }
     ASSERT_EQ(UCS_OK, pack(memh, (void*)(dptr + 64), piece / 2, &keys[0])); /* back to the first */
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
-    cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid());
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), getpid());
     free_range(dptr, piece, pieces);
 }
 
@@ -223,7 +223,7 @@ TEST_F(ipc_spans, a_larger_span_leaves_the_key_a_peer_holds_valid)
     EXPECT_EQ(UCS_OK, st) << "a key handed out for a live registration no longer proves";
     uct_rkey_release(m_component, &bundle);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
-    cux_ipc_cache_purge_pid(&cux_ipc_cache, getpid());
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), getpid());
     free_range(dptr, piece, pieces);
 }
 #endif

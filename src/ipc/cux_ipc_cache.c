@@ -12,18 +12,19 @@
 #include <stdint.h>
 #include <string.h>
 
-static unsigned long cux_ipc_cache_hash(int32_t pid, int device, uint64_t base)
+static unsigned long cux_ipc_cache_hash(uint64_t pid_ns, int32_t pid, int device, uint64_t base)
 {
-    uint64_t h = base * 0x9e3779b97f4a7c15ull;
+    uint64_t h = (base ^ pid_ns) * 0x9e3779b97f4a7c15ull;
 
     h ^= ((uint64_t)(uint32_t)pid << 32) ^ (uint64_t)device;
     h *= 0xff51afd7ed558ccdull;
     return (unsigned long)(h >> 24);
 }
 
-static cux_ipc_region_t **cux_ipc_cache_chain(cux_ipc_cache_t *cache, int32_t pid, int device, uint64_t base)
+/* A mapping's place: an exporter (its pid in its PID namespace), a local device and the allocation's base. */
+static cux_ipc_region_t **cux_ipc_cache_chain(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *key, int device)
 {
-    return &cache->buckets[cux_ipc_cache_hash(pid, device, base) & (cache->num_buckets - 1)];
+    return &cache->buckets[cux_ipc_cache_hash(key->pid_ns, key->pid, device, key->base) & (cache->num_buckets - 1)];
 }
 
 /* Twice the buckets once the mappings outnumber them twice over; where memory for them is lacking, the chains
@@ -45,7 +46,7 @@ static void cux_ipc_cache_grow(cux_ipc_cache_t *cache)
     for (i = 0; i < num / 2; ++i) {
         for (region = old[i]; region != NULL; region = next) {
             next         = region->next;
-            chain        = cux_ipc_cache_chain(cache, region->key.pid, region->device, region->key.base);
+            chain        = cux_ipc_cache_chain(cache, &region->key, region->device);
             region->next = *chain;
             *chain       = region;
         }
@@ -82,7 +83,7 @@ static void cux_ipc_region_unmap(cux_ipc_cache_t *cache, cux_ipc_region_t *regio
 /* Take a region out of its bucket and the cache's counts. */
 static void cux_ipc_cache_unlink(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cux_ipc_region_t **pp = cux_ipc_cache_chain(cache, region->key.pid, region->device, region->key.base);
+    cux_ipc_region_t **pp = cux_ipc_cache_chain(cache, &region->key, region->device);
 
     while (*pp != region) {
         pp = &(*pp)->next;
@@ -153,8 +154,8 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
     pthread_mutex_unlock(&cache->lock);
 }
 
-/* Detach every region, or every region of one process (pid >= 0). */
-static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
+/* Detach every region, or every region of one process (pid >= 0, of PID namespace pid_ns). */
+static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid)
 {
     cux_ipc_region_t **pp, *region;
     unsigned long i;
@@ -162,7 +163,7 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
     pthread_mutex_lock(&cache->lock);
     for (i = 0; i < cache->num_buckets; ++i) {
         for (pp = &cache->buckets[i]; (region = *pp) != NULL;) {
-            if ((pid < 0) || (region->key.pid == pid)) {
+            if ((pid < 0) || ((region->key.pid == pid) && (region->key.pid_ns == pid_ns))) {
                 cux_ipc_cache_detach(cache, region); /* *pp is now the next region */
             } else {
                 pp = &region->next;
@@ -179,12 +180,12 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, int32_t pid)
 
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
 {
-    cux_ipc_cache_detach_all(cache, -1);
+    cux_ipc_cache_detach_all(cache, 0, -1);
 }
 
-void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid)
+void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid)
 {
-    cux_ipc_cache_detach_all(cache, pid);
+    cux_ipc_cache_detach_all(cache, pid_ns, pid);
 }
 
 /* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if that cannot
@@ -232,7 +233,7 @@ static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, const
     if (region == NULL) {
         return NULL;
     }
-    chain                  = cux_ipc_cache_chain(cache, rkey->pid, device, rkey->base);
+    chain                  = cux_ipc_cache_chain(cache, rkey, device);
     region->key            = *rkey;
     region->owner          = owner;
     region->device         = device;
@@ -272,8 +273,9 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     cux_ipc_cache_expire(cache);
 
 lookup: /* the chain is found again after each wait: the table may have grown meanwhile */
-    for (region = *cux_ipc_cache_chain(cache, rkey->pid, device, rkey->base); region != NULL; region = region->next) {
-        if ((region->key.pid == rkey->pid) && (region->device == device) && (region->key.base == rkey->base)) {
+    for (region = *cux_ipc_cache_chain(cache, rkey, device); region != NULL; region = region->next) {
+        if ((region->key.pid == rkey->pid) && (region->key.pid_ns == rkey->pid_ns) && (region->device == device) &&
+            (region->key.base == rkey->base)) {
             break;
         }
     }

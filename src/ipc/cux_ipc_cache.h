@@ -86,7 +86,7 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache);
 
 /* The same for the mappings of one process, such as a peer that has exited. */
-void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, int32_t pid);
+void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid);
 
 /* The mapping of a remote allocation on a local device, mapped on a miss (ops->map gets peer); held until
  * cux_ipc_cache_put. owner is the exporting process's start time. */

@@ -4,11 +4,23 @@
  */
 #include "cux_ipc_ep.h"
 #include "cux_ipc_import.h"
+#include "cux_ipc_channel.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>
+#include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 #include <uct/base/uct_iov.inl>
+
+/* Has the peer exited (or, in our namespace, its pid been reused)? */
+static int cux_ipc_ep_peer_gone(cux_ipc_ep_t *ep)
+{
+    if (ep->peer.channel >= 0) {
+        return cux_ipc_channel_closed(ep->peer.channel);
+    }
+    return ucs_sys_get_proc_create_time(ep->peer.pid) != ep->keepalive.start_time;
+}
 
 UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 {
@@ -33,6 +45,9 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
                   "address names another process; UCX_LOG_LEVEL=debug says which)", addr.pid);
         return status;
     }
+    if (self->peer.channel >= 0) {
+        return UCS_OK; /* its pid names nothing here: its connection is its liveness */
+    }
     /* fails when the peer is already gone */
     status = uct_ep_keepalive_init(&self->keepalive, self->peer.pid);
     if (status != UCS_OK) {
@@ -45,9 +60,9 @@ static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
 {
     /* A peer that is gone never uses its mappings again: give back the GPU memory they hold now, not when the
      * cache happens to evict them (mappings still in use go at their last release). */
-    if (ucs_sys_get_proc_create_time(self->peer.pid) != self->keepalive.start_time) {
+    if (cux_ipc_ep_peer_gone(self)) {
         ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->peer.pid);
-        cux_ipc_import_forget_peer(self->peer.pid);
+        cux_ipc_import_forget_peer(self->peer.pid_ns, self->peer.pid);
     }
     cux_ipc_peer_close(&self->peer);
 }
@@ -63,7 +78,17 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     cux_ipc_ep_t *ep = ucs_derived_of(tl_ep, cux_ipc_ep_t);
 
     CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->peer.pid, flags, comp);
+    if (ep->peer.channel < 0) {
+        uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->peer.pid, flags, comp);
+    } else if (cux_ipc_channel_closed(ep->peer.channel)) {
+        /* UCT's keepalive is how every release reports a gone peer to the interface's error handler; it compares
+         * a pid's start time, so it is given one that cannot match: this process's own, against 1 */
+        uct_keepalive_info_t gone = {.start_time = 1};
+
+        ucs_debug("cuda_ipc: peer pid %d of PID namespace %" PRIu64 " closed its connection: gone", ep->peer.pid,
+                  ep->peer.pid_ns);
+        uct_ep_keepalive_check(tl_ep, &gone, getpid(), flags, comp);
+    }
     return UCS_OK;
 }
 
@@ -149,7 +174,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     }
     /* A key reaches only the process this endpoint connects to (its memory proves the key on a cache miss;
      * a hit needs the same process and allocation), so it cannot make this process touch another's memory. */
-    if (ucs_unlikely(key->pid != ep->peer.pid)) {
+    if (ucs_unlikely(!cux_ipc_peer_made(&ep->peer, key))) {
         return cux_ipc_peer_check_key(&ep->peer, key); /* refuses it, logging once per peer */
     }
     if (ucs_unlikely(!cux_ipc_rkey_covers(key, remote_addr, length))) {

@@ -70,14 +70,6 @@ static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
     return UCS_OK;
 }
 
-/* The inode of /proc/self/ns/pid names the namespace; 0 where it cannot be read (equal only to another 0). */
-static uint64_t cux_ipc_pid_namespace(void)
-{
-    struct stat st;
-
-    return (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
-}
-
 /* Another process of this host and of our PID namespace that proves the address is its own (cux_ipc_proof.h;
  * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never this very process
  * ("same process", as UCX's module says): UCP copies within a process with cuda_copy, and would otherwise put

@@ -71,9 +71,9 @@ void cux_ipc_import_put(cux_ipc_region_t *region)
     cux_ipc_cache_put(&cux_ipc_cache, region);
 }
 
-void cux_ipc_import_forget_peer(int32_t pid)
+void cux_ipc_import_forget_peer(uint64_t pid_ns, int32_t pid)
 {
-    cux_ipc_cache_purge_pid(&cux_ipc_cache, pid);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, pid_ns, pid);
 }
 
 /* This host's id, asked once: rkey_unpack runs for every rendezvous message. */

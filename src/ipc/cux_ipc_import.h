@@ -55,6 +55,6 @@ ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device,
 void cux_ipc_import_put(cux_ipc_region_t *region);
 
 /* A peer is gone: give back the GPU memory its mappings hold (those in use go at their last release). */
-void cux_ipc_import_forget_peer(int32_t pid);
+void cux_ipc_import_forget_peer(uint64_t pid_ns, int32_t pid);
 
 #endif

@@ -95,7 +95,7 @@ void cux_ipc_key_table_remove(const cux_ipc_rkey_t *key)
     pthread_mutex_unlock(&cux_ipc_key_lock);
 }
 
-int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key)
+int cux_ipc_key_table_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg), void *arg)
 {
     cux_ipc_rkey_t *slot;
     int holds;
@@ -103,8 +103,16 @@ int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key)
     pthread_mutex_lock(&cux_ipc_key_lock);
     slot  = cux_ipc_key_slot(key->record);
     holds = (slot != NULL) && (slot->magic != 0) && !memcmp(slot, key, sizeof(*key));
+    if (holds && (use != NULL)) {
+        use(slot, arg);
+    }
     pthread_mutex_unlock(&cux_ipc_key_lock);
     return holds;
+}
+
+int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key)
+{
+    return cux_ipc_key_table_use(key, NULL, NULL);
 }
 
 unsigned long cux_ipc_key_table_count(void)

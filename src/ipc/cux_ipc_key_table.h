@@ -33,6 +33,11 @@ void cux_ipc_key_table_remove(const cux_ipc_rkey_t *key);
  * key names.) */
 int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key);
 
+/* Runs use(key, arg) with the table locked when slot key->record holds exactly this key, and says whether it
+ * did: while it runs, the key cannot be withdrawn, so neither can its descriptors be closed nor its span's table
+ * freed (the exporter lets them go only after the key). use may be NULL. */
+int cux_ipc_key_table_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg), void *arg);
+
 /* Keys out now, for tests. */
 unsigned long cux_ipc_key_table_count(void);
 

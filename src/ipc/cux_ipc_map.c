@@ -5,6 +5,7 @@
 #include "cux_ipc_map.h"
 #include "cux_ipc_pool_refs.h"
 #include "cux_ipc_proof.h"
+#include "cux_ipc_channel.h"
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>
@@ -35,11 +36,11 @@ static ucs_status_t cux_ipc_check_peer_access(const cux_ipc_rkey_t *key, int dev
     return UCS_OK;
 }
 
-/* The descriptor export_fd of the key's exporter (the key's own, or a piece's of a span), duplicated into this
- * process; -1 if it cannot be taken or the key no longer holds. */
-static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int export_fd)
+/* The descriptor export_fd of the key's exporter (the key's own, piece CUX_IPC_CHANNEL_KEY_FD, or a span's
+ * piece's), duplicated into this process; -1 if it cannot be taken or the key no longer holds. */
+static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, uint32_t piece, int export_fd)
 {
-    int fd = cux_ipc_peer_take_fd(peer, export_fd);
+    int fd = cux_ipc_peer_take_fd(peer, key, piece, export_fd);
 
     if (fd < 0) {
         return -1;
@@ -64,15 +65,15 @@ static CUmemAccessDesc cux_ipc_rw_access(int device)
 }
 
 /* One exported cuMemCreate allocation of length bytes, mapped at dptr (reserved): its descriptor export_fd in
- * the key's exporter, imported. */
-static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int export_fd,
-                                      CUdeviceptr dptr, size_t length)
+ * the key's exporter (piece: which of a span's), imported. */
+static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, uint32_t piece,
+                                      int export_fd, CUdeviceptr dptr, size_t length)
 {
     CUmemGenericAllocationHandle handle;
     ucs_status_t status;
     int fd;
 
-    fd = cux_ipc_take_key_fd(key, peer, export_fd);
+    fd = cux_ipc_take_key_fd(key, peer, piece, export_fd);
     if (fd < 0) {
         return UCS_ERR_UNREACHABLE;
     }
@@ -97,7 +98,7 @@ static ucs_status_t cux_ipc_span_pieces(const cux_ipc_rkey_t *key, cux_ipc_peer_
     ucs_status_t status;
     unsigned i;
 
-    status = cux_ipc_peer_read(peer, key->span.table, piece, key->span.count * sizeof(*piece));
+    status = cux_ipc_peer_read_span(peer, key, piece);
     if (status == UCS_OK) {
         status = cux_ipc_peer_check_key(peer, key);
     }
@@ -165,8 +166,8 @@ static ucs_status_t cux_ipc_map_vmm(const cux_ipc_rkey_t *key, cux_ipc_peer_t *p
         goto err_free_layout;
     }
     for (; (mapped < count) && (status == UCS_OK); ++mapped) {
-        status = cux_ipc_map_piece(key, peer, piece[mapped].fd, dptr + (piece[mapped].base - key->base),
-                                   piece[mapped].length);
+        status = cux_ipc_map_piece(key, peer, (key->kind == CUX_IPC_KIND_VMM_SPAN) ? mapped : CUX_IPC_CHANNEL_KEY_FD,
+                                   piece[mapped].fd, dptr + (piece[mapped].base - key->base), piece[mapped].length);
         layout->length[mapped] = piece[mapped].length;
     }
     if (status != UCS_OK) {
@@ -252,7 +253,7 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
                   key->pid);
         return UCS_ERR_UNREACHABLE;
     }
-    fd = cux_ipc_take_key_fd(key, peer, key->export_fd);
+    fd = cux_ipc_take_key_fd(key, peer, CUX_IPC_CHANNEL_KEY_FD, key->export_fd);
     if (fd < 0) {
         return UCS_ERR_UNREACHABLE;
     }
@@ -311,7 +312,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
         return status;
     }
 
-    if (key->pid == getpid()) {
+    if (cux_ipc_proof_key_is_own(key)) {
         /* this process's own allocation, on an endpoint to itself: proven above, used where it is */
         *mapped_p = (void*)(uintptr_t)key->base;
         return UCS_OK;
@@ -351,7 +352,7 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
 
     /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's
      * own memory was never mapped */
-    if (!cux_driver_forked && (region->key.pid != getpid()) &&
+    if (!cux_driver_forked && !cux_ipc_proof_key_is_own(&region->key) &&
         (cux_device_ctx_enter(region->device, &guard) == UCS_OK)) {
         if (vmm) {
             cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_vmm_layout_t*)region->held)->count);

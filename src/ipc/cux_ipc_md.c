@@ -8,6 +8,7 @@
 #include "cux_ipc_import.h"
 #include "cux_ipc_key_table.h"
 #include "cux_ipc_peer_read.h"
+#include "cux_ipc_channel.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"
@@ -69,6 +70,15 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "not shared over cuda_ipc (its keys say so, one warning line) until registrations end. 'auto': a quarter\n"
      "of the process's descriptor limit (RLIMIT_NOFILE) when the memory domain opens.",
      ucs_offsetof(cux_ipc_md_config_t, max_exported_fds), UCS_CONFIG_TYPE_ULUNITS},
+
+    /* Containers without a shared PID namespace: see cux_ipc_channel.h */
+    {"SOCKET_DIR", "",
+     "A directory that this process and its peers in other PID namespaces (containers without a shared PID\n"
+     "namespace) all mount, each wherever it likes: every process listens there on a UNIX socket of its own,\n"
+     "and a peer of another namespace proves itself and its keys over it, since its pid, /proc and memory are\n"
+     "out of reach. Both sides need it, run as the same user, and must be able to write the directory; its\n"
+     "permissions decide who else may connect. Empty: such peers are not reachable over cuda_ipc.",
+     ucs_offsetof(cux_ipc_md_config_t, socket_dir), UCS_CONFIG_TYPE_STRING},
 
     {NULL}
 };
@@ -290,6 +300,7 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
     memh->device         = info->device;
     memh->key.system_id  = md->system_id;
     memh->key.pid        = md->pid;
+    memh->key.pid_ns     = md->pid_ns;
     memh->key.dev_uuid   = cux_device_get(info->device)->uuid;
     memh->key.base       = (uintptr_t)info->base;
     memh->key.length     = info->length;
@@ -597,6 +608,9 @@ CUX_MKEY_PACK_FUNC(cux_ipc_mkey_pack, cux_ipc_mkey_pack_impl)
 static void cux_ipc_md_close(uct_md_h md)
 {
     cux_ipc_import_detach();
+    if (ucs_derived_of(md, cux_ipc_md_t)->listening) {
+        cux_ipc_channel_unlisten();
+    }
     cux_ipc_fd_exports_cleanup(&ucs_derived_of(md, cux_ipc_md_t)->fd_exports);
     ucs_spinlock_destroy(&ucs_derived_of(md, cux_ipc_md_t)->memo_lock);
     ucs_free(md);
@@ -637,6 +651,7 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->super.component = &cux_ipc_component;
     md->system_id       = ucs_get_system_id();
     md->pid             = getpid();
+    md->pid_ns          = cux_ipc_pid_namespace();
     md->proof           = (cux_ipc_proof_mode_t)config->peer_proof;
     ucs_spinlock_init(&md->memo_lock, 0);
     cux_ipc_fd_exports_init(&md->fd_exports, config->max_exported_fds);
@@ -650,6 +665,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     }
     /* Process-wide: the last memory domain opened sets the bounds and the proofs' deadline. */
     cux_ipc_peer_read_set_timeout(ucs_time_to_sec(config->proof_timeout));
+    md->listening = (config->socket_dir[0] != '\0');
+    (void)cux_ipc_channel_listen(config->socket_dir); /* logged; the domain works for peers of our namespace */
     cux_ipc_import_attach(config->cache_enable, max_regions, config->cache_max_size, config->cache_max_idle);
     *md_p = &md->super;
     return UCS_OK;

@@ -31,6 +31,7 @@ typedef struct cux_ipc_md_config {
     int             peer_proof;   /* cux_ipc_proof_mode_t */
     ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
     unsigned long   max_exported_fds;
+    char            *socket_dir;
 } cux_ipc_md_config_t;
 
 /* A registration: the sealed key, ready to pack (importers read it back from the table of keys out, at its slot
@@ -59,6 +60,8 @@ typedef struct cux_ipc_md {
     uct_md_t        super;
     uint64_t        system_id;
     pid_t           pid;
+    uint64_t        pid_ns;
+    int             listening;                    /* it asked the channel to listen (SOCKET_DIR) */
     cux_ipc_proof_mode_t proof;                   /* what peers must prove, for this domain's interfaces */
     ucs_spinlock_t  memo_lock;                    /* the memo, keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */

@@ -53,6 +53,11 @@ void cux_ipc_peer_read_set_timeout(double seconds)
     pthread_mutex_unlock(&cux_ipc_reads.lock);
 }
 
+double cux_ipc_peer_read_timeout(void)
+{
+    return cux_ipc_reads.timeout;
+}
+
 static void *cux_ipc_reader(void *arg)
 {
     cux_ipc_read_req_t *req;

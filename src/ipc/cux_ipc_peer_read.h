@@ -22,6 +22,8 @@
 /* How long a read may take (UCX_CUDA_IPC_PROOF_TIMEOUT; the last memory domain opened sets it), in seconds; 1e9
  * or more: no deadline, reads on the calling thread. */
 void cux_ipc_peer_read_set_timeout(double seconds);
+/* That timeout, which also bounds every request to a peer over cuda_ipc's channel (cux_ipc_channel.h). */
+double cux_ipc_peer_read_timeout(void);
 
 /* Reads len bytes at address of pid: the count read, or -1 with errno (ETIMEDOUT: not done by the deadline). */
 ssize_t cux_ipc_peer_read_bounded(int32_t pid, uint64_t address, void *buf, size_t len);

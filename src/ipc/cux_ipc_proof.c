@@ -6,6 +6,8 @@
 #include "cux_ipc_proof.h"
 #include "cux_ipc_peer_read.h"
 #include "cux_ipc_key_table.h"
+#include "cux_ipc_channel.h"
+#include "cux_ipc_md.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -17,6 +19,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -108,6 +111,23 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
     addr->start_time = id.start_time;
     addr->identity   = (uintptr_t)&cux_ipc_identity;
     addr->secret     = id.secret;
+    addr->channel    = cux_ipc_channel_token();
+}
+
+uint64_t cux_ipc_pid_namespace(void)
+{
+    static uint64_t pid_ns = UINT64_MAX; /* a process never leaves its PID namespace: asked once */
+    struct stat st;
+
+    if (pid_ns == UINT64_MAX) {
+        pid_ns = (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
+    }
+    return pid_ns;
+}
+
+int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key)
+{
+    return (key->pid == getpid()) && (key->pid_ns == cux_ipc_pid_namespace());
 }
 
 /* --- SipHash-2-4 (Aumasson and Bernstein), 64-bit output: a keyed hash a peer cannot predict --- */
@@ -154,7 +174,7 @@ uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
 {
     /* what names the allocation; not the descriptor number or the key's place, which differ per registration */
     struct {
-        uint64_t       system_id, base, length, buffer_id;
+        uint64_t       system_id, base, length, buffer_id, pid_ns;
         int32_t        pid;
         uint32_t       kind;
         CUuuid         dev_uuid;
@@ -169,6 +189,7 @@ uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
     in.length    = key->length;
     in.buffer_id = key->buffer_id;
     in.pid       = key->pid;
+    in.pid_ns    = key->pid_ns;
     in.kind      = key->kind;
     in.dev_uuid  = key->dev_uuid;
     in.handle    = key->handle;
@@ -213,6 +234,7 @@ static ucs_status_t cux_ipc_peer_open_self(cux_ipc_peer_t *peer, const cux_ipc_i
         return UCS_ERR_UNREACHABLE;
     }
     peer->pid        = addr->pid;
+    peer->pid_ns     = addr->pid_ns;
     peer->start_time = addr->start_time;
     peer->readable   = 1;
     peer->keys       = cux_ipc_key_table_directory();
@@ -269,23 +291,58 @@ static int cux_ipc_known_find(int32_t pid, uint64_t *start_time, uint64_t *keys)
     return found;
 }
 
-/* A peer on this host in another PID namespace (a container without a shared PID namespace): none of our proofs
- * reaches it (its pid means nothing here), so UCX carries GPU memory to it over another transport, many times
- * slower. Said once per such namespace at warning level, since nothing else would tell the user; UCP asks about
- * every address it sees, so the rest at debug level. */
-static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr)
+/* A peer on this host in another PID namespace (a container without a shared PID namespace) that cannot be asked
+ * over a channel: UCX carries GPU memory to it over another transport, many times slower. Said once per such
+ * namespace and cause at warning level, with what would help, since nothing else would tell the user; UCP asks
+ * about every address it sees, so the rest at debug level. */
+static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr, const char *why)
 {
-    static uint64_t last_warned;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t last_ns;
+    static const char *last_why;
+    int warn;
 
-    if (__atomic_exchange_n(&last_warned, addr->pid_ns, __ATOMIC_RELAXED) != addr->pid_ns) {
-        ucs_warn("cuda_ipc: the peer process on this host is in another PID namespace (%" PRIu64 "): cuda_ipc "
-                 "cannot prove it, so GPU memory to it goes over another transport; give the two containers one "
-                 "PID namespace (docker --pid=host or --pid=container:NAME, Kubernetes hostPID or "
-                 "shareProcessNamespace) for cuda_ipc", addr->pid_ns);
+    pthread_mutex_lock(&lock);
+    warn     = (last_ns != addr->pid_ns) || (last_why != why);
+    last_ns  = addr->pid_ns;
+    last_why = why;
+    pthread_mutex_unlock(&lock);
+    if (warn) {
+        ucs_warn("cuda_ipc: the peer process on this host is in another PID namespace (%" PRIu64 ") and %s, so "
+                 "GPU memory to it goes over another transport: set UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR on both "
+                 "sides to a directory both containers mount, or give them one PID namespace (docker --pid=host or "
+                 "--pid=container:NAME, Kubernetes hostPID or shareProcessNamespace)", addr->pid_ns, why);
     } else {
-        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours", addr->pid,
-                  addr->pid_ns);
+        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not reachable: %s", addr->pid, addr->pid_ns,
+                  why);
     }
+}
+
+/* A peer of another PID namespace, asked over its socket (cux_ipc_channel.h). */
+static ucs_status_t cux_ipc_peer_open_channel(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr)
+{
+    if (cux_ipc_channel_dir() == NULL) {
+        cux_ipc_proof_log_foreign_namespace(addr, "UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not set here");
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (addr->channel == 0) {
+        cux_ipc_proof_log_foreign_namespace(addr, "has no socket (UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not "
+                                            "set there, or it could not listen)");
+        return UCS_ERR_UNREACHABLE;
+    }
+    peer->channel = cux_ipc_channel_connect(addr, cux_ipc_peer_read_timeout());
+    if (peer->channel < 0) {
+        cux_ipc_proof_log_foreign_namespace(addr, "its socket is not in this process's UCX_" CUX_IPC_CONFIG_PREFIX
+                                            "SOCKET_DIR, cannot be connected to, or is not its own "
+                                            "(UCX_LOG_LEVEL=debug says which)");
+        return UCS_ERR_UNREACHABLE;
+    }
+    pthread_mutex_init(&peer->channel_lock, NULL);
+    peer->pid        = addr->pid;
+    peer->pid_ns     = addr->pid_ns;
+    peer->start_time = addr->start_time;
+    peer->readable   = 1; /* its keys are proven by asking it, whatever the proof mode */
+    return UCS_OK;
 }
 
 int cux_ipc_addr_in_other_pid_namespace(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
@@ -302,7 +359,8 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     int pidfd;
 
     memset(peer, 0, sizeof(*peer));
-    peer->pidfd = -1;
+    peer->pidfd   = -1;
+    peer->channel = -1;
     if (addr->magic != CUX_IPC_ADDR_MAGIC) {
         ucs_debug("cuda_ipc: interface address of another format (magic 0x%x; another build of the module?)",
                   addr->magic);
@@ -312,8 +370,7 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
         return cux_ipc_peer_open_self(peer, addr, pid_ns);
     }
     if (cux_ipc_addr_in_other_pid_namespace(addr, pid_ns)) {
-        cux_ipc_proof_log_foreign_namespace(addr);
-        return UCS_ERR_UNREACHABLE;
+        return cux_ipc_peer_open_channel(peer, addr);
     }
     if ((addr->pid_ns != pid_ns) || (addr->pid <= 0)) {
         ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours (%" PRIu64 ")",
@@ -358,6 +415,7 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
         goto err_close;
     }
     peer->pid        = addr->pid;
+    peer->pid_ns     = addr->pid_ns;
     peer->start_time = addr->start_time;
     peer->pidfd      = pidfd;
     if (peer->readable) {
@@ -375,7 +433,14 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
     uint64_t start_time, keys;
 
     memset(peer, 0, sizeof(*peer));
-    peer->pidfd = -1;
+    peer->pidfd   = -1;
+    peer->channel = -1;
+    if (key->pid_ns != cux_ipc_pid_namespace()) {
+        /* no endpoint's connection is at hand here, and a pid of another namespace names nothing */
+        ucs_debug("cuda_ipc: a key of pid %d in another PID namespace (%" PRIu64 ") without an endpoint: refused",
+                  key->pid, key->pid_ns);
+        return UCS_ERR_UNREACHABLE;
+    }
     if (key->pid == getpid()) {
         start_time = ucs_sys_get_proc_create_time(key->pid);
         keys       = cux_ipc_key_table_directory();
@@ -396,6 +461,7 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
     }
     /* its keys are proven in its table of keys out (cux_ipc_peer_check_key), whatever the proof mode */
     peer->pid        = key->pid;
+    peer->pid_ns     = key->pid_ns;
     peer->start_time = start_time;
     peer->readable   = 1;
     peer->keys       = keys;
@@ -407,6 +473,11 @@ void cux_ipc_peer_close(cux_ipc_peer_t *peer)
     if (peer->pidfd >= 0) {
         close(peer->pidfd);
         peer->pidfd = -1;
+    }
+    if (peer->channel >= 0) {
+        close(peer->channel);
+        pthread_mutex_destroy(&peer->channel_lock);
+        peer->channel = -1;
     }
 }
 
@@ -443,13 +514,32 @@ static ucs_status_t cux_ipc_peer_read_key(cux_ipc_peer_t *peer, uint64_t record,
                               sizeof(*held)) == (ssize_t)sizeof(*held)) ? UCS_OK : UCS_ERR_UNREACHABLE;
 }
 
+/* Asks a peer of another namespace whether it holds the key. */
+static ucs_status_t cux_ipc_peer_ask_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    ucs_status_t status;
+
+    pthread_mutex_lock(&peer->channel_lock);
+    status = cux_ipc_channel_prove(peer->channel, key);
+    pthread_mutex_unlock(&peer->channel_lock);
+    if (status != UCS_OK) {
+        return cux_ipc_peer_reject(peer, "pid %d of PID namespace %" PRIu64 " does not hold a key for 0x%" PRIx64
+                                   "+%" PRIu64 " (forged, already deregistered, or the process is gone): refused",
+                                   peer->pid, peer->pid_ns, key->base, key->length);
+    }
+    return UCS_OK;
+}
+
 ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
     cux_ipc_rkey_t held;
 
-    if (key->pid != peer->pid) {
-        return cux_ipc_peer_reject(peer, "remote key of pid %d used on an endpoint to pid %d: refused", key->pid,
-                                   peer->pid);
+    if (!cux_ipc_peer_made(peer, key)) {
+        return cux_ipc_peer_reject(peer, "remote key of pid %d (PID namespace %" PRIu64 ") used on an endpoint to "
+                                   "pid %d (%" PRIu64 "): refused", key->pid, key->pid_ns, peer->pid, peer->pid_ns);
+    }
+    if (peer->channel >= 0) {
+        return cux_ipc_peer_ask_key(peer, key);
     }
     if (!peer->readable) {
         if (key->kind != CUX_IPC_KIND_LEGACY) {
@@ -458,7 +548,7 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
         }
         return UCS_OK; /* bound at mapping time by the pid in the handle */
     }
-    if (peer->pid == getpid()) {
+    if (cux_ipc_proof_key_is_own(key)) {
         /* a key of this very process: in its own table, and with the secret only it can compute */
         if (!cux_ipc_key_table_holds(key) || (key->secret != cux_ipc_proof_key_secret(key))) {
             return cux_ipc_peer_reject(peer, "a key of this process for 0x%" PRIx64 "+%" PRIu64 " that it did "
@@ -477,19 +567,41 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     return UCS_OK;
 }
 
-ucs_status_t cux_ipc_peer_read(cux_ipc_peer_t *peer, uint64_t address, void *buf, size_t len)
+ucs_status_t cux_ipc_peer_read_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece)
 {
-    if (!peer->readable || (cux_ipc_read_peer(peer->pid, address, buf, len) != (ssize_t)len)) {
-        return cux_ipc_peer_reject(peer, "cannot read %zu bytes of pid %d's memory at 0x%" PRIx64 ": refused", len,
-                                   peer->pid, address);
+    size_t len = key->span.count * sizeof(*piece);
+    ucs_status_t status;
+
+    if (peer->channel >= 0) {
+        pthread_mutex_lock(&peer->channel_lock);
+        status = cux_ipc_channel_span(peer->channel, key, piece);
+        pthread_mutex_unlock(&peer->channel_lock);
+    } else {
+        status = (peer->readable && (cux_ipc_read_peer(peer->pid, key->span.table, piece, len) == (ssize_t)len)) ?
+                 UCS_OK : UCS_ERR_UNREACHABLE;
+    }
+    if (status != UCS_OK) {
+        return cux_ipc_peer_reject(peer, "cannot read pid %d's table of %u pieces of its span 0x%" PRIx64 "+%" PRIu64
+                                   ": refused", peer->pid, key->span.count, key->base, key->length);
     }
     return UCS_OK;
 }
 
-int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd)
+int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece, int fd)
 {
-    int local = syscall(SYS_pidfd_getfd, peer->pidfd, fd, 0);
+    int local;
 
+    if (peer->channel >= 0) {
+        pthread_mutex_lock(&peer->channel_lock);
+        local = cux_ipc_channel_take_fd(peer->channel, key, piece);
+        pthread_mutex_unlock(&peer->channel_lock);
+        if (local < 0) {
+            ucs_error("cuda_ipc: pid %d of PID namespace %" PRIu64 " did not hand over the descriptor of its "
+                      "allocation 0x%" PRIx64 " (deregistered, or gone)", peer->pid, peer->pid_ns, key->base);
+        }
+        return local;
+    }
+    local = syscall(SYS_pidfd_getfd, peer->pidfd, fd, 0);
     if (local < 0) {
         ucs_error("cuda_ipc: pidfd_getfd(pid %d, fd %d) failed: %m%s", peer->pid, fd,
                   (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");

@@ -16,6 +16,11 @@
  *   a key of this very process is checked in its own table and by its secret, without reading any memory.
  * - Without an endpoint (rkey_ptr), a key's process is trusted only if an endpoint of this process proved that
  *   process's address (and it is still the same process).
+ * - Another PID namespace (containers). A pid there means nothing here, so no proof above reaches the peer. With
+ *   UCX_CUDA_IPC_SOCKET_DIR set on both sides, the peer is asked instead, over a UNIX socket the kernel
+ *   authenticates (cux_ipc_channel.h): it proves its address, answers each key's proof from its own table of
+ *   keys out, and hands over descriptors and span tables of keys it holds; the connection is its liveness.
+ *   Everything that names a peer by pid names its namespace too (two containers both have a pid 1).
  * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
  *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
  *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
@@ -29,10 +34,11 @@
 
 #include <ucs/type/status.h>
 #include <ucs/sys/compiler_def.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CUX_IPC_ADDR_MAGIC 0x33415843u /* "CXA3"; above any pid, so an older build's address never matches */
+#define CUX_IPC_ADDR_MAGIC 0x34415843u /* "CXA4"; above any pid, so an older build's address never matches */
 
 /* The address of a cuda_ipc interface (packed: UCP packs addresses byte by byte). */
 typedef struct cux_ipc_iface_addr {
@@ -42,6 +48,7 @@ typedef struct cux_ipc_iface_addr {
     uint64_t start_time; /* process start, in clock ticks after boot, as /proc/PID/stat gives it */
     uint64_t identity;   /* where the process keeps its identity record */
     uint64_t secret;     /* the record's random part */
+    uint64_t channel;    /* the token naming its socket in UCX_CUDA_IPC_SOCKET_DIR; 0: it has none */
 } UCS_S_PACKED cux_ipc_iface_addr_t;
 
 /* How much a peer must prove (UCX_CUDA_IPC_PEER_PROOF). */
@@ -58,13 +65,28 @@ extern const char *cux_ipc_proof_mode_names[];
 
 typedef struct cux_ipc_peer {
     int32_t  pid;
+    uint64_t pid_ns;       /* the namespace its pid is of */
     uint64_t start_time;
     int      pidfd;
     int      readable;     /* its memory can be read: keys are proven there, VMM descriptors can be taken */
     int      logged;       /* a rejected key of this peer was logged at error level already */
     uint64_t keys;         /* where its table of keys out has its directory (from its proven identity) */
     uint64_t chunk[CUX_IPC_PEER_CHUNKS_KNOWN]; /* where its first chunks of keys are, once read (0: not yet) */
+    int      channel;      /* a peer of another PID namespace: the connection it is asked over (-1: none) */
+    pthread_mutex_t channel_lock; /* one question at a time on it */
 } cux_ipc_peer_t;
+
+/* This process's PID namespace: the inode of /proc/self/ns/pid (0 where it cannot be read). */
+uint64_t cux_ipc_pid_namespace(void);
+
+/* Did the peer make the key (its pid in its namespace)? */
+static inline int cux_ipc_peer_made(const cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    return (key->pid == peer->pid) && (key->pid_ns == peer->pid_ns);
+}
+
+/* Is the key of this very process? */
+int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key);
 
 /* This process's address (a forked child gets an identity of its own). */
 void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
@@ -89,13 +111,14 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
  * context). */
 ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 
-/* Reads len bytes of the peer's memory at address (the table a VMM_SPAN key names): UCS_ERR_UNREACHABLE if the
- * peer's memory cannot be read or holds less there. The caller proves the key again after it read: what it read
- * holds only while the key does. */
-ucs_status_t cux_ipc_peer_read(cux_ipc_peer_t *peer, uint64_t address, void *buf, size_t len);
+/* The table of pieces a VMM_SPAN key names (key->span.count of them), from the peer's memory or, over a channel,
+ * from the peer: UCS_ERR_UNREACHABLE if it cannot be had. The caller proves the key again after it read: what
+ * it read holds only while the key does. */
+ucs_status_t cux_ipc_peer_read_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece);
 
-/* Takes the peer's descriptor through its pidfd (pidfd_getfd); -1 with a log line on failure. */
-int cux_ipc_peer_take_fd(const cux_ipc_peer_t *peer, int fd);
+/* Takes the peer's descriptor fd of the key (piece: CUX_IPC_CHANNEL_KEY_FD, or which piece of a span) through its
+ * pidfd (pidfd_getfd), or over its channel; -1 with a log line on failure. */
+int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece, int fd);
 
 /* Was the key's legacy handle exported by the peer? Called with a device context current: the first call checks
  * on a handle of our own that the driver writes the exporting pid where it is read. Where it does not, only a

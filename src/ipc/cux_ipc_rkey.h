@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
-#define CUX_IPC_RKEY_VERSION 4 /* 4: record is a slot of the exporter's table of keys out, not an address */
+#define CUX_IPC_RKEY_VERSION 5 /* 5: the exporter's PID namespace; 4: record is a slot of its table of keys out */
 
 /* How the allocation is shared. */
 enum {
@@ -70,6 +70,7 @@ typedef struct cux_ipc_rkey {
     uint64_t       base;        /* allocation start in the exporter's address space (VMM_SPAN: the first piece's) */
     uint64_t       length;      /* allocation length (VMM_SPAN: all pieces') */
     uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */
+    uint64_t       pid_ns;      /* the exporter's PID namespace: its pid names it only there */
     uint32_t       checksum;    /* over everything before it */
 } __attribute__((packed)) cux_ipc_rkey_t;
 

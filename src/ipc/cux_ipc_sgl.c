@@ -42,7 +42,7 @@ static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const 
             continue;
         }
         key = &((const cux_ipc_unpacked_rkey_t*)rkeys[i])->key;
-        if (key->pid != ep->peer.pid) { /* another process's key: refused here as a single put would be */
+        if (!cux_ipc_peer_made(&ep->peer, key)) { /* another process's key: refused here as a single put would be */
             *status_p = cux_ipc_peer_check_key(&ep->peer, key);
             *status_p = UCS_STATUS_IS_ERR(*status_p) ? *status_p : UCS_ERR_UNREACHABLE;
             return 0;
