@@ -4,8 +4,8 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] [--only I,J,...]
- *                 [--sweep | SIZE...]
+ *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] [--rounds N]
+ *                 [--only I,J,...] [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -27,6 +27,10 @@
  * The VMM, two-allocation and shareable-pool cases (descriptors of cuMemCreate memory or of a pool) send their
  * sizes twice and fail if either process holds more descriptors after the second pass than after the first.
  *
+ * --pid-namespace: the sending side runs as pid 1 of a PID namespace of its own, with its own mount namespace and
+ * /proc, as in a container without a shared PID namespace (root; cuda_ipc reaches it with
+ * UCX_CUDA_IPC_SOCKET_DIR set).
+ *
  * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime cases only.
  *
  * Each case runs in a fresh sender and receiver process, so a crash fails one case only. A case is skipped
@@ -42,10 +46,13 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -115,6 +122,7 @@ static int    check_rounds    = 2;
 static int    check_fill_sync = 0;
 static int    check_peer_errors = 0;
 static int    check_kill_peer   = 0;
+static int    check_pid_namespace = 0;
 static int    check_threads     = 1;
 static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
 static CUcontext check_ctx;               /* made current in every thread */
@@ -950,12 +958,40 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
 
 /* ------------------------------------------------------------------ the cases */
 
+/* In a forked side: the rest runs as pid 1 of a new PID namespace with its own /proc (a container's view); this
+ * process waits for it and ends with its status. */
+static void enter_own_pid_namespace(void)
+{
+    pid_t inner;
+    int st;
+
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+        perror("unshare(CLONE_NEWPID | CLONE_NEWNS)");
+        _exit(1);
+    }
+    inner = fork();
+    if (inner != 0) {
+        _exit(((inner > 0) && (waitpid(inner, &st, 0) == inner)) ?
+              (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) : 1);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setenv("MOCK_CUDA_BROKER", "1", 1); /* the tests' mock driver imports across namespaces only with it */
+    if ((mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) ||
+        (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)) {
+        perror("mounting /proc in the new namespace");
+        _exit(1);
+    }
+}
+
 static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
 {
     pid_t pid = fork();
 
     if (pid == 0) {
         close(other_fd);
+        if (check_pid_namespace && is_sender) {
+            enter_own_pid_namespace();
+        }
         alarm(300); /* a hang fails the case */
         int rc = run_side(c, is_sender, fd);
         _exit((rc < 0) ? 1 : rc);
@@ -988,6 +1024,8 @@ int main(int argc, char **argv)
             check_only = argv[++i];
         } else if (!strcmp(argv[i], "--kill-peer")) {
             check_kill_peer = check_peer_errors = 1;
+        } else if (!strcmp(argv[i], "--pid-namespace")) {
+            check_pid_namespace = 1;
         } else if (!strcmp(argv[i], "--peer-errors")) {
             check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--threads") && (i + 1 < argc)) {
@@ -1008,8 +1046,8 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--threads N] [--rounds N] "
-                    "[--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] "
+                    "[--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }

@@ -6,7 +6,9 @@
  * where the UCX has a perftest CUDA allocator of its own.
  */
 #include "cux_test.h"
+#include "ipc_peer.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sstream>
@@ -233,6 +235,29 @@ TEST_F(ucp_programs, synchronous_fills_arrive_stale_without_synchronous_memory_o
 /* Peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings ask; tcp for active messages:
  * UCP 1.13's shared-memory transports have none): UCP still puts cuda_ipc on the endpoint, the data check
  * passes, and a rendezvous send to a peer that was killed ends in an error instead of hanging. */
+/* Issue 36: the sending side runs as pid 1 of a PID namespace of its own (a container without a shared one), and
+ * with UCX_CUDA_IPC_SOCKET_DIR set on both sides cuda_ipc carries every kind of GPU memory between the two. */
+TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_own)
+{
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "makes a PID namespace for the sender (unshare: root)";
+    }
+    /* Not the shareable pools (cases 13-16) on the mock: its pools import pointers only within a namespace, since
+     * what the driver does there across namespaces is measured on the GPU host only
+     * (contrib/gpu-host-containers.sh runs every case). */
+    const std::string only = using_mock_driver() ? "--only 0,1,2,3,4,5,6,7,8,9,10,11,12 " : "";
+    char dir[] = "/tmp/cux-sockets-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    /* the mock driver imports across namespaces through its broker (the GPU host's driver needs nothing) */
+    command_result r = ucp_check(std::string("MOCK_CUDA_BROKER=1 CUX_MEMTYPE=query UCX_CUDA_IPC_SOCKET_DIR=") + dir,
+                                 "--pid-namespace --peer-errors " + only + "8 65539 1048576",
+                                 "self,tcp,cuda_copy,cuda_ipc");
+    run_command(std::string("rm -rf ") + dir);
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
+}
+
 TEST_F(ucp_programs, ucp_data_check_with_peer_error_handling)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query", "--kill-peer --only 0,1 8 1048576",
