@@ -1157,6 +1157,25 @@ TEST_F(ipc_containers, a_peer_out_of_reach_of_our_directory_or_of_another_user_i
     close(ready[1]);
 }
 
+/* A peer that cannot listen in its directory (it does not exist there) names no socket in its address, rather than
+ * one nobody serves, and is refused at once with that cause. */
+TEST_F(ipc_containers, a_peer_that_cannot_listen_names_no_socket)
+{
+    setenv("UCX_CUDA_IPC_SOCKET_DIR", "/nonexistent/cux-sockets", 1);
+    ipc_peer unlistening(nullptr, true);
+    setenv("UCX_CUDA_IPC_SOCKET_DIR", m_dir.c_str(), 1);
+    peer_msg hello = unlistening.greeting();
+    ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
+    cux_ipc_iface_addr_t addr;
+    memcpy(&addr, hello.blob + hello.a, sizeof(addr));
+    EXPECT_EQ(0u, addr.channel);
+    warnings_captured warnings;
+    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)hello.blob,
+                                        (const uct_iface_addr_t*)(hello.blob + hello.a)));
+    EXPECT_EQ(1u, warnings.count("has no socket")) << "the cause said";
+    unlistening.stop();
+}
+
 /* A contained peer that exits: its connection closes, ep_check reports the endpoint to the interface's error
  * handler (no pid of it is looked up here: pid 1 is our init), and destroying the endpoint gives its mappings
  * back. */

@@ -294,9 +294,10 @@ ucs_status_t cux_ipc_channel_listen(const char *dir)
         ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR=%s is too long for a socket's path", dir);
         goto out;
     }
-    strcpy(cux_ipc_channel.dir, dir);
+    strcpy(cux_ipc_channel.dir, dir); /* peers' sockets are still looked for there */
     status = cux_ipc_channel_open_socket(dir);
     if (status != UCS_OK) {
+        cux_ipc_channel.token = 0; /* our address names no socket */
         goto out;
     }
     if (pipe2(cux_ipc_channel.stop, O_CLOEXEC) != 0) {
