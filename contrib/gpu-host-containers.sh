@@ -15,6 +15,8 @@
 # 3. ucx_perftest tag_bw -m cuda, the server in its own namespace, UCX_TLS=self,tcp,cuda_copy,cuda_ipc: with the
 #    setting, interleaved REPEATS times with both on the host; without it; and a client of another uid that
 #    cannot enter the directory. UCX_LOG_LEVEL=info's endpoint lines say which transport carried the data.
+#    CUX_CONTAINERS_SIZES: the message sizes (64 KB, 1 MB, 16 MB); CUX_CONTAINERS_GTEST_ALL=1 also runs every
+#    cuda_ipc and parity gtest on the GPU.
 # Writes $OUT/containers.txt and logs.
 set -u
 carry=$(cd "${1:?usage: gpu-host-containers.sh CARRY [REPEATS]}" && pwd)
@@ -42,6 +44,13 @@ CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 timeout -k 5 300 "$carry/cux_gtest"
     --gtest_filter='ipc_containers.*:ipc_transport.a_peer_in_a*:ipc_pidns_probe.*' >"$out/gtest.log" 2>&1
 echo "exit $?" >>"$out/gtest.log"
 grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|^exit' "$out/gtest.log" | sort -u >>"$report"
+if [ "${CUX_CONTAINERS_GTEST_ALL:-0}" = 1 ]; then
+    say "1b. gtest (system driver): every cuda_ipc and parity test on the GPU"
+    CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 timeout -k 5 400 "$carry/cux_gtest" --gtest_filter='ipc*:parity*' \
+        >"$out/gtest-ipc.log" 2>&1
+    echo "exit $?" >>"$out/gtest-ipc.log"
+    grep -E '^\[ +(FAILED|PASSED) +\]|tests? ran|^exit' "$out/gtest-ipc.log" | sort -u >>"$report"
+fi
 
 dir=/tmp/cux-sockets
 rm -rf "$dir"
@@ -79,7 +88,7 @@ perftest() { # LABEL SIZE NAMESPACE(0/1) SOCKET_DIR(or "") CLIENT_UID(or "")
         >>"$report"
     grep -hE 'ep_cfg|ERROR|WARN' "$log" "$log.server" | head -n 4 | cut -c1-260 >>"$out/perftest-lanes.txt"
 }
-for size in 1048576 16777216; do
+for size in ${CUX_CONTAINERS_SIZES:-65536 1048576 16777216}; do
     for i in $(seq 1 "$repeats"); do
         perftest host "$size" 0 "$dir" ""
         perftest namespaced "$size" 1 "$dir" ""

@@ -58,6 +58,9 @@ typedef struct cux_ipc_channel_reply {
     };
 } cux_ipc_channel_reply_t;
 
+/* Both sides: sends and receives on the connection give up after timeout seconds (1e9 or more: never). */
+void cux_ipc_channel_set_timeout(int fd, double timeout);
+
 /* --- the exporting side (cux_ipc_channel_serve.c) --- */
 
 /* Listens in dir (once per process; every memory domain opened with a directory counts, the first one's is

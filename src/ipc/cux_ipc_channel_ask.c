@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static void cux_ipc_channel_set_timeout(int fd, double timeout)
+void cux_ipc_channel_set_timeout(int fd, double timeout)
 {
     struct timeval tv;
 

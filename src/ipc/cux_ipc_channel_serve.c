@@ -149,8 +149,6 @@ static int cux_ipc_channel_accept(int listen_fd)
 {
     struct ucred cred;
     socklen_t len = sizeof(cred);
-    struct timeval tv;
-    double timeout = cux_ipc_peer_read_timeout();
     int conn;
 
     conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -164,11 +162,7 @@ static int cux_ipc_channel_accept(int listen_fd)
         return -1;
     }
     /* a peer that stops reading its replies is dropped after the proof timeout instead of holding us up */
-    if (timeout < 1e9) {
-        tv.tv_sec  = (time_t)timeout;
-        tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
-        (void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    }
+    cux_ipc_channel_set_timeout(conn, cux_ipc_peer_read_timeout());
     (void)fcntl(conn, F_SETFL, fcntl(conn, F_GETFL) & ~O_NONBLOCK); /* replies block, up to that timeout */
     return conn;
 }
