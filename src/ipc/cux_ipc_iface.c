@@ -13,7 +13,6 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define CUX_IPC_DEV_NAME "cuda"

@@ -107,7 +107,8 @@ uint64_t cux_ipc_span_pieces_id(const cux_ipc_span_piece_t *piece, unsigned coun
 
 int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *b)
 {
-    return (a->pid == b->pid) && (a->pid_ns == b->pid_ns) && (a->kind == b->kind) && (a->base == b->base) && (a->length == b->length) &&
+    return (a->pid == b->pid) && (a->pid_ns == b->pid_ns) && (a->kind == b->kind) && (a->base == b->base) &&
+           (a->length == b->length) &&
            (a->buffer_id == b->buffer_id) && (a->secret == b->secret) && (a->system_id == b->system_id) &&
            !memcmp(&a->dev_uuid, &b->dev_uuid, sizeof(a->dev_uuid)) &&
            ((a->kind == CUX_IPC_KIND_VMM_SPAN) ?
