@@ -319,7 +319,10 @@ void cux_ipc_channel_unlisten(void)
     pthread_mutex_lock(&cux_ipc_channel.lock);
     if ((cux_ipc_channel.pid == getpid()) && (cux_ipc_channel.refs > 0) && (--cux_ipc_channel.refs == 0) &&
         (cux_ipc_channel.listen_fd >= 0)) {
-        (void)write(cux_ipc_channel.stop[1], "", 1);
+        /* the pipe is empty and ours: one byte always goes */
+        if (write(cux_ipc_channel.stop[1], "", 1) != 1) {
+            ucs_warn("cuda_ipc: cannot stop the socket server: %m");
+        }
         pthread_join(cux_ipc_channel.thread, NULL);
         close(cux_ipc_channel.stop[0]);
         close(cux_ipc_channel.stop[1]);

@@ -117,12 +117,14 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
 uint64_t cux_ipc_pid_namespace(void)
 {
     static uint64_t pid_ns = UINT64_MAX; /* a process never leaves its PID namespace: asked once */
+    uint64_t ns            = __atomic_load_n(&pid_ns, __ATOMIC_RELAXED);
     struct stat st;
 
-    if (pid_ns == UINT64_MAX) {
-        pid_ns = (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
+    if (ns == UINT64_MAX) { /* threads that ask at once all find the same */
+        ns = (stat("/proc/self/ns/pid", &st) == 0) ? (uint64_t)st.st_ino : 0;
+        __atomic_store_n(&pid_ns, ns, __ATOMIC_RELAXED);
     }
-    return pid_ns;
+    return ns;
 }
 
 int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key)
