@@ -917,8 +917,8 @@ TEST_F(ipc_transport, a_peer_in_a_pid_namespace_of_its_own_is_recognised_and_ref
 
 /* Issue 36: the mock opens what a process of another PID namespace exports, as the driver does
  * (bench/results/2026-12-02-h200x1-pidns/): a legacy handle of a peer that runs as pid 1 of its own namespace, and
- * a VMM descriptor it hands over a UNIX socket (SCM_RIGHTS), each holding the peer's bytes. Our module refuses
- * such a peer today (above); its path across namespaces will be tested on this. */
+ * a VMM descriptor it hands over a UNIX socket (SCM_RIGHTS), each holding the peer's bytes. Our module's path
+ * across namespaces (ipc_containers, below) is tested on this. */
 TEST_F(ipc_transport, the_mock_imports_from_another_pid_namespace_as_the_driver_does)
 {
     if (!using_mock_driver()) {

@@ -48,25 +48,34 @@ static inline int cux_fd_passing_send(int sock, const void *buf, size_t len, int
     return (sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len) ? 0 : -1;
 }
 
-/* Receives len bytes and the descriptor that came with them (*fd_p: -1 if none; close-on-exec); 0, or -1 when
- * fewer bytes came. */
-static inline int cux_fd_passing_recv(int sock, void *buf, size_t len, int *fd_p)
+/* Receives a message of at most len bytes (recvmsg flags) and the descriptor that came with it (*fd_p: -1 if none;
+ * close-on-exec): the count received, or -1 (nothing received, *fd_p -1). */
+static inline ssize_t cux_fd_passing_recv_upto(int sock, void *buf, size_t len, int flags, int *fd_p)
 {
     char control[CMSG_SPACE(sizeof(int))];
     struct iovec iov;
     struct msghdr msg;
     struct cmsghdr *cmsg;
+    ssize_t n;
 
     *fd_p = -1;
     cux_fd_passing_msg(&msg, &iov, buf, len, control, sizeof(control));
-    if (recvmsg(sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC) != (ssize_t)len) {
+    n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
         return -1;
     }
     cmsg = CMSG_FIRSTHDR(&msg);
     if ((cmsg != NULL) && (cmsg->cmsg_level == SOL_SOCKET) && (cmsg->cmsg_type == SCM_RIGHTS)) {
         memcpy(fd_p, CMSG_DATA(cmsg), sizeof(int));
     }
-    return 0;
+    return n;
+}
+
+/* Receives len bytes and the descriptor that came with them (*fd_p: -1 if none; close-on-exec); 0, or -1 when
+ * fewer bytes came. */
+static inline int cux_fd_passing_recv(int sock, void *buf, size_t len, int *fd_p)
+{
+    return (cux_fd_passing_recv_upto(sock, buf, len, MSG_WAITALL, fd_p) == (ssize_t)len) ? 0 : -1;
 }
 
 #endif

@@ -38,10 +38,6 @@ static ssize_t cux_ipc_channel_call(int channel, uint32_t op, const cux_ipc_rkey
 {
     static uint32_t next_seq;
     cux_ipc_channel_request_t req;
-    char control[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr *cmsg;
-    struct msghdr msg;
-    struct iovec iov;
     unsigned stale = 0;
     ssize_t n;
 
@@ -65,14 +61,13 @@ static ssize_t cux_ipc_channel_call(int channel, uint32_t op, const cux_ipc_rkey
         if (++stale > 64) {
             return -1;
         }
-        cux_fd_passing_msg(&msg, &iov, reply, sizeof(*reply), control, sizeof(control));
-        n = recvmsg(channel, &msg, MSG_CMSG_CLOEXEC);
+        n = cux_fd_passing_recv_upto(channel, reply, sizeof(*reply), 0, fd_p);
         if (n < (ssize_t)offsetof(cux_ipc_channel_reply_t, addr)) {
+            if (*fd_p >= 0) {
+                close(*fd_p);
+                *fd_p = -1;
+            }
             return -1;
-        }
-        cmsg = CMSG_FIRSTHDR(&msg);
-        if ((cmsg != NULL) && (cmsg->cmsg_level == SOL_SOCKET) && (cmsg->cmsg_type == SCM_RIGHTS)) {
-            memcpy(fd_p, CMSG_DATA(cmsg), sizeof(int));
         }
     } while (reply->seq != req.seq);
     if (reply->magic != CUX_IPC_CHANNEL_MAGIC) {

@@ -85,14 +85,6 @@ static void cux_ipc_channel_copy_span(const cux_ipc_rkey_t *key, void *arg)
     }
 }
 
-/* Is the key one this process made and still holds (its secret too)? Then use runs with the table locked. */
-static int cux_ipc_channel_key_held(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),
-                                    void *arg)
-{
-    return cux_ipc_proof_key_is_own(key) && (key->secret == cux_ipc_proof_key_secret(key)) &&
-           cux_ipc_key_table_use(key, use, arg);
-}
-
 /* Answers one request on a connection; 0, or -1 when the connection is to be closed. */
 static int cux_ipc_channel_answer(int conn)
 {
@@ -121,16 +113,16 @@ static int cux_ipc_channel_answer(int conn)
         len         += sizeof(reply.addr);
         break;
     case CUX_IPC_CHANNEL_PROVE:
-        reply.status = cux_ipc_channel_key_held(&req.key, NULL, NULL) ? UCS_OK : UCS_ERR_UNREACHABLE;
+        reply.status = cux_ipc_proof_own_key_use(&req.key, NULL, NULL) ? UCS_OK : UCS_ERR_UNREACHABLE;
         break;
     case CUX_IPC_CHANNEL_TAKE_FD:
         use.piece = req.piece;
-        if (cux_ipc_channel_key_held(&req.key, cux_ipc_channel_dup_fd, &use) && (use.fd >= 0)) {
+        if (cux_ipc_proof_own_key_use(&req.key, cux_ipc_channel_dup_fd, &use) && (use.fd >= 0)) {
             reply.status = UCS_OK;
         }
         break;
     case CUX_IPC_CHANNEL_SPAN:
-        if (cux_ipc_channel_key_held(&req.key, cux_ipc_channel_copy_span, &reply)) {
+        if (cux_ipc_proof_own_key_use(&req.key, cux_ipc_channel_copy_span, &reply)) {
             len += req.key.span.count * sizeof(reply.piece[0]);
         }
         break;

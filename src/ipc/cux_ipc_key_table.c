@@ -110,11 +110,6 @@ int cux_ipc_key_table_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_r
     return holds;
 }
 
-int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key)
-{
-    return cux_ipc_key_table_use(key, NULL, NULL);
-}
-
 unsigned long cux_ipc_key_table_count(void)
 {
     unsigned long count;

@@ -29,10 +29,6 @@ ucs_status_t cux_ipc_key_table_add(cux_ipc_rkey_t *key);
 /* Withdraws the key: its slot is wiped and freed (nothing if the slot does not hold this key). */
 void cux_ipc_key_table_remove(const cux_ipc_rkey_t *key);
 
-/* Does slot key->record hold exactly this key? (A key of this very process, checked without reading memory the
- * key names.) */
-int cux_ipc_key_table_holds(const cux_ipc_rkey_t *key);
-
 /* Runs use(key, arg) with the table locked when slot key->record holds exactly this key, and says whether it
  * did: while it runs, the key cannot be withdrawn, so neither can its descriptors be closed nor its span's table
  * freed (the exporter lets them go only after the key). use may be NULL. */

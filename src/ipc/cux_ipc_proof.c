@@ -132,6 +132,13 @@ int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key)
     return (key->pid == getpid()) && (key->pid_ns == cux_ipc_pid_namespace());
 }
 
+int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),
+                              void *arg)
+{
+    return cux_ipc_proof_key_is_own(key) && (key->secret == cux_ipc_proof_key_secret(key)) &&
+           cux_ipc_key_table_use(key, use, arg);
+}
+
 /* --- SipHash-2-4 (Aumasson and Bernstein), 64-bit output: a keyed hash a peer cannot predict --- */
 
 #define CUX_ROTL(_x, _b) (uint64_t)(((_x) << (_b)) | ((_x) >> (64 - (_b))))
@@ -552,7 +559,7 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     }
     if (cux_ipc_proof_key_is_own(key)) {
         /* a key of this very process: in its own table, and with the secret only it can compute */
-        if (!cux_ipc_key_table_holds(key) || (key->secret != cux_ipc_proof_key_secret(key))) {
+        if (!cux_ipc_proof_own_key_use(key, NULL, NULL)) {
             return cux_ipc_peer_reject(peer, "a key of this process for 0x%" PRIx64 "+%" PRIu64 " that it did "
                                        "not hand out (made up, or already deregistered): refused", key->base,
                                        key->length);
