@@ -1035,7 +1035,8 @@ protected:
 } // namespace
 
 /* A peer in a PID namespace of its own proves its address over its socket, and buffers of every kind it exports
- * (a legacy handle, a VMM descriptor it hands over the socket, a span of two allocations whose table it sends)
+ * (a legacy handle, a VMM descriptor it hands over the socket, a span of two allocations whose table it sends, a
+ * shareable pool's descriptor and pointer)
  * carry the data both ways; the endpoint holds no pid of it. */
 TEST_F(ipc_containers, a_contained_peer_proves_itself_over_its_socket_and_every_kind_of_buffer_carries_data)
 {
@@ -1047,7 +1048,7 @@ TEST_F(ipc_containers, a_contained_peer_proves_itself_over_its_socket_and_every_
     EXPECT_NE(cux_ipc_pid_namespace(), addr.pid_ns);
 
     const size_t size = 4 << 20;
-    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd, alloc_vmm_split}) {
+    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd, alloc_vmm_split, alloc_pool_fd}) {
         SCOPED_TRACE("alloc kind " + std::to_string(kind));
         buffer local(buf_kind::cuda0, size);
         remote_buf rb = remote_alloc(size, 0, 40 + kind, kind);

@@ -242,15 +242,11 @@ TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_ow
     if (!can_make_pid_namespace()) {
         GTEST_SKIP() << "makes a PID namespace for the sender (unshare: root)";
     }
-    /* Not the shareable pools (cases 13-16) on the mock: its pools import pointers only within a namespace, since
-     * what the driver does there across namespaces is measured on the GPU host only
-     * (contrib/gpu-host-containers.sh runs every case). */
-    const std::string only = using_mock_driver() ? "--only 0,1,2,3,4,5,6,7,8,9,10,11,12 " : "";
     char dir[] = "/tmp/cux-sockets-XXXXXX";
     ASSERT_NE(nullptr, mkdtemp(dir));
     /* the mock driver imports across namespaces through its broker (the GPU host's driver needs nothing) */
     command_result r = ucp_check(std::string("MOCK_CUDA_BROKER=1 CUX_MEMTYPE=query UCX_CUDA_IPC_SOCKET_DIR=") + dir,
-                                 "--pid-namespace --peer-errors " + only + "8 65539 1048576",
+                                 "--pid-namespace --peer-errors 8 65539 1048576",
                                  "self,tcp,cuda_copy,cuda_ipc");
     run_command(std::string("rm -rf ") + dir);
     EXPECT_EQ(0, r.status) << r.output;

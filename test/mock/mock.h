@@ -202,7 +202,7 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
 CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type);
 CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option);
 CUresult mock_export_fd(int target, void *out);
-int mock_import_fd(int exported, pid_t *pid_p);
+int mock_import_fd(int exported, pid_t *pid_p, uint64_t *pid_ns_p, uint64_t *broker_p);
 CUresult m_cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type, unsigned long long flags);
 /* mock_pools.c */
 unsigned long long mock_pool_handle_types(uintptr_t pool);

@@ -23,6 +23,8 @@ typedef struct {
     int                marker;    /* a created pool's identity: a memfd, exported through the control file */
     ino_t              ino;       /* the marker's inode (an imported pool: the exporter's) */
     pid_t              pid;       /* an imported pool's exporter; 0 for a pool of this process */
+    uint64_t           pid_ns;    /* an imported pool: its exporter's PID namespace and broker (mock_broker.c), */
+    uint64_t           broker;    /* through which its pointers open from another namespace, as the driver's do */
     unsigned           imports;   /* an imported pool: imports not destroyed yet */
     unsigned           access;    /* devices with read-write access (bit per device) */
 } mock_pool_t;
@@ -219,7 +221,7 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
     if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (flags != 0)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    fd = mock_import_fd((int)(uintptr_t)os_handle, &init.pid);
+    fd = mock_import_fd((int)(uintptr_t)os_handle, &init.pid, &init.pid_ns, &init.broker);
     if ((fd < 0) || fstat(fd, &st)) {
         if (fd >= 0) {
             close(fd);
@@ -232,7 +234,8 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
     pthread_mutex_lock(&mock_lock);
     res = CUDA_ERROR_NOT_FOUND;
     for (int i = 0; (i < MOCK_MAX_POOLS) && (res == CUDA_ERROR_NOT_FOUND); ++i) {
-        if (mock_pools[i].used && (mock_pools[i].pid == init.pid) && (mock_pools[i].ino == init.ino)) {
+        if (mock_pools[i].used && (mock_pools[i].pid == init.pid) && (mock_pools[i].pid_ns == init.pid_ns) &&
+            (mock_pools[i].ino == init.ino)) {
             ++mock_pools[i].imports; /* imported before: the same handle */
             *pool = (CUmemoryPool)(uintptr_t)(MOCK_POOL_HANDLE + i);
             res   = CUDA_SUCCESS;
@@ -299,8 +302,8 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
     if ((device < 0) || !(p->access & (1u << device))) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
-    /* within the exporter's PID namespace only (no broker): pools of containers are not mocked yet */
-    res = mock_map_peer_memory(in.pid, 0, 0, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
+    /* from another PID namespace too, as the driver does (one H200: bench/results/2026-12-02-h200x1-containers/) */
+    res = mock_map_peer_memory(in.pid, p->pid_ns, p->broker, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&mock_lock);
         mock_find(*ptr)->pool_import = 1;

@@ -203,8 +203,9 @@ CUresult mock_export_fd(int target, void *out)
     return CUDA_SUCCESS;
 }
 
-/* The exporter's descriptor an exported one names, opened here (-1: not an export, or the exporter is gone). */
-int mock_import_fd(int exported, pid_t *pid_p)
+/* The exporter's descriptor an exported one names, opened here (-1: not an export, or the exporter is gone); the
+ * exporter's pid, PID namespace and broker into what is not NULL. */
+int mock_import_fd(int exported, pid_t *pid_p, uint64_t *pid_ns_p, uint64_t *broker_p)
 {
     off_t tag             = lseek(exported, 0, SEEK_CUR);
     mock_ctl_header_t hdr = {0, 0};
@@ -214,6 +215,12 @@ int mock_import_fd(int exported, pid_t *pid_p)
     }
     if (pid_p != NULL) {
         *pid_p = (pid_t)(tag >> MOCK_EXPORT_FD_BITS);
+    }
+    if (pid_ns_p != NULL) {
+        *pid_ns_p = hdr.pid_ns;
+    }
+    if (broker_p != NULL) {
+        *broker_p = hdr.broker;
     }
     return mock_open_exporter_fd((pid_t)(tag >> MOCK_EXPORT_FD_BITS), hdr.pid_ns, hdr.broker,
                                  (int)(tag & ((1 << MOCK_EXPORT_FD_BITS) - 1)));
@@ -240,7 +247,7 @@ CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void 
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    fd = mock_import_fd((int)(uintptr_t)os_handle, NULL);
+    fd = mock_import_fd((int)(uintptr_t)os_handle, NULL, NULL, NULL);
     if ((fd < 0) || fstat(fd, &st) || (st.st_size == 0)) {
         if (fd >= 0) {
             close(fd);
