@@ -8,11 +8,13 @@
 #ifndef CUX_FD_PASSING_H_
 #define CUX_FD_PASSING_H_
 
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
-/* A message of len bytes at buf, with room for one descriptor in control. */
+/* A message of len bytes at buf, with control_len bytes of room for descriptors in control. */
 static inline void cux_fd_passing_msg(struct msghdr *msg, struct iovec *iov, void *buf, size_t len, char *control,
                                   size_t control_len)
 {
@@ -29,12 +31,15 @@ static inline void cux_fd_passing_msg(struct msghdr *msg, struct iovec *iov, voi
 /* Sends len bytes, with fd when fd >= 0; 0, or -1 when the message did not go whole. */
 static inline int cux_fd_passing_send(int sock, const void *buf, size_t len, int fd)
 {
-    char control[CMSG_SPACE(sizeof(int))];
+    union {
+        struct cmsghdr align;
+        char           buf[CMSG_SPACE(sizeof(int))];
+    } control;
     struct iovec iov;
     struct msghdr msg;
     struct cmsghdr *cmsg;
 
-    cux_fd_passing_msg(&msg, &iov, (void*)buf, len, control, sizeof(control));
+    cux_fd_passing_msg(&msg, &iov, (void*)buf, len, control.buf, sizeof(control.buf));
     if (fd < 0) {
         msg.msg_control    = NULL; /* no descriptor goes */
         msg.msg_controllen = 0;
@@ -48,26 +53,64 @@ static inline int cux_fd_passing_send(int sock, const void *buf, size_t len, int
     return (sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len) ? 0 : -1;
 }
 
+/* Room for this many descriptors in a received message: the one expected, and a few more that a careless or
+ * hostile sender attached, which are closed here rather than left open in the receiver. A sender that attached
+ * more than fit has its message refused (MSG_CTRUNC: the kernel drops those that did not fit). */
+#define CUX_FD_PASSING_ROOM 8
+
+/* Closes every descriptor of SCM_RIGHTS messages in msg except the first, which it returns (-1: none). */
+static inline int cux_fd_passing_take_first(struct msghdr *msg)
+{
+    struct cmsghdr *cmsg;
+    int fd = -1, got;
+    size_t i, n;
+
+    for (cmsg = CMSG_FIRSTHDR(msg); cmsg != NULL; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+        if ((cmsg->cmsg_level != SOL_SOCKET) || (cmsg->cmsg_type != SCM_RIGHTS)) {
+            continue;
+        }
+        n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (i = 0; i < n; ++i) {
+            memcpy(&got, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+            if (fd < 0) {
+                fd = got;
+            } else {
+                close(got);
+            }
+        }
+    }
+    return fd;
+}
+
 /* Receives a message of at most len bytes (recvmsg flags) and the descriptor that came with it (*fd_p: -1 if none;
- * close-on-exec): the count received, or -1 (nothing received, *fd_p -1). */
+ * close-on-exec): the count received, or -1 (*fd_p -1; errno EBADMSG when more descriptors came than there is
+ * room for). Every descriptor beyond the first is closed. */
 static inline ssize_t cux_fd_passing_recv_upto(int sock, void *buf, size_t len, int flags, int *fd_p)
 {
-    char control[CMSG_SPACE(sizeof(int))];
+    union { /* aligned as a control message must be */
+        struct cmsghdr align;
+        char           buf[CMSG_SPACE(CUX_FD_PASSING_ROOM * sizeof(int))];
+    } control;
     struct iovec iov;
     struct msghdr msg;
-    struct cmsghdr *cmsg;
     ssize_t n;
+    int fd;
 
     *fd_p = -1;
-    cux_fd_passing_msg(&msg, &iov, buf, len, control, sizeof(control));
+    cux_fd_passing_msg(&msg, &iov, buf, len, control.buf, sizeof(control.buf));
     n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
     if (n < 0) {
         return -1;
     }
-    cmsg = CMSG_FIRSTHDR(&msg);
-    if ((cmsg != NULL) && (cmsg->cmsg_level == SOL_SOCKET) && (cmsg->cmsg_type == SCM_RIGHTS)) {
-        memcpy(fd_p, CMSG_DATA(cmsg), sizeof(int));
+    fd = cux_fd_passing_take_first(&msg);
+    if (msg.msg_flags & MSG_CTRUNC) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        errno = EBADMSG;
+        return -1;
     }
+    *fd_p = fd;
     return n;
 }
 
