@@ -848,7 +848,7 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
         uct_rkey_release(ipc.component, &bundles[i]);
     }
     close_transport(&ipc);
-    cux_ipc_import_forget_peer(addr.pid_ns, addr.pid);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, addr.pid_ns, addr.pid);
 }
 
 int main(int argc, char **argv)

@@ -41,7 +41,7 @@ bool peer_recv(int fd, peer_msg &msg)
 /* In the forked child: the rest runs as pid 1 of a new PID namespace, with /proc of that namespace mounted in
  * a mount namespace of its own (a container's view). This process stays outside, waits for it and ends with it;
  * it dies with this process. Returns only in the new namespace. */
-static void enter_own_pid_namespace()
+void enter_own_pid_namespace()
 {
     pid_t inner;
     int st;

@@ -42,6 +42,9 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr);
 CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size);
 bool peer_recv(int fd, peer_msg &msg);
 
+/* In a forked child: the rest runs as pid 1 of a new PID namespace with its own /proc (exits where it may not). */
+void enter_own_pid_namespace();
+
 /* Whether this process may make PID and mount namespaces and mount /proc in them (unshare, as root does). */
 bool can_make_pid_namespace();
 

@@ -9,11 +9,17 @@
 #include "cux_test.h"
 #include "ipc_peer.h"
 
+#include <algorithm>
+#include <cstdarg>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 extern "C" {
 #include "ipc/cux_ipc_rkey.h"
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
 }
 
 namespace cux_test {
@@ -32,6 +38,70 @@ inline cux_ipc_rkey_t sample_key(uint64_t system_id)
     cux_ipc_rkey_seal(&key);
     return key;
 }
+
+/* An endpoint of iface to the device and interface address in a peer's greeting; nullptr if refused. */
+inline uct_ep_h ep_to(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
+{
+    uct_ep_params_t params = {};
+    uct_ep_h ep            = nullptr;
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface;
+    params.dev_addr   = (const uct_device_addr_t*)dev_addr;
+    params.iface_addr = (const uct_iface_addr_t*)iface_addr;
+    return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
+}
+
+/* A field of the interface address at iface_offset in a greeting's addresses, set to value. */
+template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t iface_offset, size_t field, T value)
+{
+    memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
+}
+
+/* Log lines of warning level or worse while it lives (UCX's warning level switched on meanwhile). */
+class warnings_captured {
+public:
+    warnings_captured() : m_level(ucs_global_opts.log_component.log_level)
+    {
+        lines() = &m_lines;
+        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_WARN;
+        ucs_log_push_handler(handler);
+    }
+    ~warnings_captured()
+    {
+        ucs_log_pop_handler();
+        ucs_global_opts.log_component.log_level = m_level;
+        lines() = nullptr;
+    }
+    size_t count(const std::string &text) const
+    {
+        return std::count_if(m_lines.begin(), m_lines.end(),
+                             [&](const std::string &l) { return l.find(text) != std::string::npos; });
+    }
+
+private:
+    static std::vector<std::string> *&lines()
+    {
+        static std::vector<std::string> *current = nullptr;
+        return current;
+    }
+
+    static ucs_log_func_rc_t handler(const char *, unsigned, const char *, ucs_log_level_t level,
+                                     const ucs_log_component_config_t *, const char *fmt, va_list ap)
+    {
+        if ((lines() != nullptr) && (level <= UCS_LOG_LEVEL_WARN)) {
+            char buf[1024];
+            va_list aq;
+            va_copy(aq, ap);
+            vsnprintf(buf, sizeof(buf), fmt, aq);
+            va_end(aq);
+            lines()->push_back(buf);
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+
+    std::vector<std::string> m_lines;
+    ucs_log_level_t          m_level;
+};
 
 class ipc_transport : public transport_test {
 protected:

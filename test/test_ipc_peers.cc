@@ -33,6 +33,7 @@ extern "C" {
 #include "ipc/cux_ipc_import.h"
 #include "ipc/cux_ipc_proof.h"
 #include "ipc/cux_ipc_channel.h"
+#include "ipc/cux_ipc_proof_channel.h"
 #include "ipc/cux_ipc_peer_read.h"
 #include "driver/cux_device.h"
 #include <ucs/sys/sys.h>
@@ -44,18 +45,6 @@ extern "C" {
 using namespace cux_test;
 
 namespace {
-/* An endpoint of m_iface to the device and interface address in a peer's greeting; nullptr if refused. */
-uct_ep_h ep_to(uct_iface_h iface, const uint8_t *dev_addr, const uint8_t *iface_addr)
-{
-    uct_ep_params_t params = {};
-    uct_ep_h ep            = nullptr;
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR | UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    params.iface      = iface;
-    params.dev_addr   = (const uct_device_addr_t*)dev_addr;
-    params.iface_addr = (const uct_iface_addr_t*)iface_addr;
-    return (uct_ep_create(&params, &ep) == UCS_OK) ? ep : nullptr;
-}
-
 /* A legacy buffer of the third process (seed), and its key re-sealed with pid: what a peer could forge. */
 cux_ipc_rkey_t third_process_key(ipc_peer &third, uint64_t seed, int32_t pid, uint64_t *addr_p)
 {
@@ -72,10 +61,6 @@ cux_ipc_rkey_t third_process_key(ipc_peer &third, uint64_t seed, int32_t pid, ui
     return forged;
 }
 
-template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t iface_offset, size_t field, T value)
-{
-    memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
-}
 } // namespace
 
 /* Probe 2 of the review: a key re-sealed with the endpoint peer's pid but carrying a third process's legacy
@@ -811,52 +796,6 @@ TEST_F(ipc_transport, a_made_up_key_of_this_process_is_refused_wherever_its_byte
     cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), getpid());
 }
 
-namespace {
-
-/* Log lines of warning level or worse while it lives (UCX's warning level switched on meanwhile). */
-class warnings_captured {
-public:
-    warnings_captured() : m_level(ucs_global_opts.log_component.log_level)
-    {
-        s_lines = &m_lines;
-        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_WARN;
-        ucs_log_push_handler(handler);
-    }
-    ~warnings_captured()
-    {
-        ucs_log_pop_handler();
-        ucs_global_opts.log_component.log_level = m_level;
-        s_lines = nullptr;
-    }
-    size_t count(const std::string &text) const
-    {
-        return std::count_if(m_lines.begin(), m_lines.end(),
-                             [&](const std::string &l) { return l.find(text) != std::string::npos; });
-    }
-
-private:
-    static ucs_log_func_rc_t handler(const char *, unsigned, const char *, ucs_log_level_t level,
-                                     const ucs_log_component_config_t *, const char *fmt, va_list ap)
-    {
-        if ((s_lines != nullptr) && (level <= UCS_LOG_LEVEL_WARN)) {
-            char buf[1024];
-            va_list aq;
-            va_copy(aq, ap);
-            vsnprintf(buf, sizeof(buf), fmt, aq);
-            va_end(aq);
-            s_lines->push_back(buf);
-        }
-        return UCS_LOG_FUNC_RC_CONTINUE;
-    }
-
-    static std::vector<std::string> *s_lines;
-    std::vector<std::string> m_lines;
-    ucs_log_level_t m_level;
-};
-
-std::vector<std::string> *warnings_captured::s_lines = nullptr;
-
-} // namespace
 
 /* Issue 36: a peer on this host in another PID namespace (a container without a shared one) is unreachable at
  * once, without a proof attempt, and the user hears why once per namespace, with the deployment setting that
@@ -994,215 +933,4 @@ TEST(ipc_pidns_probe, gives_on_the_mock_what_it_measured_on_the_gpu_host)
         ++ok;
     }
     EXPECT_EQ(4u, ok) << "a legacy handle and a descriptor, each way round:\n" << r.output;
-}
-
-/* --- Issue 36, item 2: peers in other PID namespaces over UCX_CUDA_IPC_SOCKET_DIR --- */
-
-namespace {
-/* This process and its peers with UCX_CUDA_IPC_SOCKET_DIR naming a directory of the test's own, as two containers
- * mount one; each test starts a peer that runs as pid 1 of a PID namespace of its own (root only). */
-class ipc_containers : public ipc_transport {
-protected:
-    void SetUp() override
-    {
-        char dir[] = "/tmp/cux-sockets-XXXXXX";
-        ASSERT_NE(nullptr, mkdtemp(dir));
-        m_dir = dir;
-        setenv("UCX_CUDA_IPC_SOCKET_DIR", m_dir.c_str(), 1);
-        ipc_transport::SetUp();
-        if (!IsSkipped() && !HasFatalFailure() && !can_make_pid_namespace()) {
-            GTEST_SKIP() << "makes a PID namespace for the peer (unshare: root)";
-        }
-    }
-
-    void TearDown() override
-    {
-        ipc_transport::TearDown();
-        unsetenv("UCX_CUDA_IPC_SOCKET_DIR");
-        run_command("rm -rf " + m_dir);
-    }
-
-    /* The contained peer's interface address. */
-    cux_ipc_iface_addr_t contained_addr() const
-    {
-        cux_ipc_iface_addr_t addr;
-        memcpy(&addr, m_hello.blob + m_hello.a, sizeof(addr));
-        return addr;
-    }
-
-    std::string m_dir;
-};
-} // namespace
-
-/* A peer in a PID namespace of its own proves its address over its socket, and buffers of every kind it exports
- * (a legacy handle, a VMM descriptor it hands over the socket, a span of two allocations whose table it sends, a
- * shareable pool's descriptor and pointer)
- * carry the data both ways; the endpoint holds no pid of it. */
-TEST_F(ipc_containers, a_contained_peer_proves_itself_over_its_socket_and_every_kind_of_buffer_carries_data)
-{
-    start_peer(nullptr, true);
-    ASSERT_FALSE(HasFatalFailure());
-    const cux_ipc_iface_addr_t addr = contained_addr();
-    EXPECT_EQ(1, addr.pid) << "the peer's pid in its own namespace";
-    EXPECT_NE(0u, addr.channel) << "its address names its socket";
-    EXPECT_NE(cux_ipc_pid_namespace(), addr.pid_ns);
-
-    const size_t size = 4 << 20;
-    for (uint64_t kind : {alloc_legacy, alloc_vmm_fd, alloc_vmm_split, alloc_pool_fd}) {
-        SCOPED_TRACE("alloc kind " + std::to_string(kind));
-        buffer local(buf_kind::cuda0, size);
-        remote_buf rb = remote_alloc(size, 0, 40 + kind, kind);
-        ASSERT_NE(0u, rb.addr);
-        const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
-        EXPECT_EQ(addr.pid_ns, key->pid_ns) << "the key names the exporter's namespace";
-        round_trip(local, rb, size, 50 + kind);
-        remote_free(rb);
-    }
-}
-
-/* The contained peer answers each key's proof itself: a key it did not hand out (made up, or re-sealed with another
- * allocation's id), or one naming its pid in our namespace, is refused; its true keys still work. */
-TEST_F(ipc_containers, keys_a_contained_peer_did_not_hand_out_are_refused)
-{
-    start_peer(nullptr, true);
-    ASSERT_FALSE(HasFatalFailure());
-    const size_t size = 65536;
-    buffer local(buf_kind::cuda0, size);
-    remote_buf rb = remote_alloc(size, 0, 61, alloc_legacy);
-    ASSERT_NE(0u, rb.addr);
-    const cux_ipc_rkey_t held = *(const cux_ipc_rkey_t*)rb.rkey.rkey;
-
-    cux_ipc_rkey_t made_up = held, other_id = held, our_ns = held;
-    made_up.secret ^= 1;
-    other_id.buffer_id += 1;
-    our_ns.pid_ns = cux_ipc_pid_namespace();
-    for (cux_ipc_rkey_t *forged : {&made_up, &other_id, &our_ns}) {
-        cux_ipc_rkey_seal(forged);
-        uct_rkey_bundle_t bundle;
-        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, forged, &bundle));
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), size, rb.addr, bundle.rkey));
-        uct_rkey_release(m_component, &bundle);
-    }
-    round_trip(local, rb, size, 62);
-    remote_free(rb);
-}
-
-/* A peer whose socket is not in the directory this process looks in (another directory, as a container that
- * mounts another one) is unreachable at once, said once with the setting; so is one served by a process of
- * another uid under the peer's socket name. */
-TEST_F(ipc_containers, a_peer_out_of_reach_of_our_directory_or_of_another_user_is_refused_at_once)
-{
-    char other[] = "/tmp/cux-sockets-XXXXXX";
-    ASSERT_NE(nullptr, mkdtemp(other));
-    setenv("UCX_CUDA_IPC_SOCKET_DIR", other, 1);
-    ipc_peer elsewhere(nullptr, true);
-    setenv("UCX_CUDA_IPC_SOCKET_DIR", m_dir.c_str(), 1);
-    peer_msg hello = elsewhere.greeting();
-    ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
-    {
-        warnings_captured warnings;
-        for (int i = 0; i < 3; ++i) {
-            EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)hello.blob,
-                                                (const uct_iface_addr_t*)(hello.blob + hello.a)));
-            EXPECT_EQ(nullptr, ep_to(m_iface, hello.blob, hello.blob + hello.a));
-        }
-        EXPECT_EQ(1u, warnings.count("SOCKET_DIR")) << "said once, with the setting";
-    }
-    elsewhere.stop();
-    run_command(std::string("rm -rf ") + other);
-
-    /* a process of another uid listening under a name of our directory, named by an otherwise true address,
-     * which it answers with as the true peer would */
-    start_peer(nullptr, true);
-    ASSERT_FALSE(HasFatalFailure());
-    int ready[2];
-    ASSERT_EQ(0, pipe(ready));
-    const uint64_t token = 0x5eedull;
-    std::vector<uint8_t> forged(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
-    set_addr_field(forged, m_hello.a, offsetof(cux_ipc_iface_addr_t, channel), token);
-    pid_t impostor = fork();
-    if (impostor == 0) {
-        struct sockaddr_un sa = {};
-        sa.sun_family = AF_UNIX;
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/cuda-ipc-%016llx", m_dir.c_str(), (unsigned long long)token);
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-        /* SO_PEERCRED gives the credentials the listener had at listen() */
-        bool ok = (fd >= 0) && (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) == 0) && (chmod(sa.sun_path, 0666) == 0) &&
-                  (setgid(65534) == 0) && (setuid(65534) == 0) && (listen(fd, 8) == 0);
-        (void)!write(ready[1], ok ? "y" : "n", 1);
-        for (;;) {
-            cux_ipc_channel_request_t req;
-            cux_ipc_channel_reply_t reply = {};
-            int conn = accept(fd, nullptr, nullptr);
-            if ((conn >= 0) && (recv(conn, &req, sizeof(req), 0) == (ssize_t)sizeof(req))) {
-                reply.magic  = CUX_IPC_CHANNEL_MAGIC;
-                reply.seq    = req.seq;
-                reply.status = UCS_OK;
-                memcpy(&reply.addr, forged.data() + m_hello.a, sizeof(reply.addr));
-                (void)!send(conn, &reply, offsetof(cux_ipc_channel_reply_t, addr) + sizeof(reply.addr), 0);
-            }
-            if (conn >= 0) {
-                close(conn);
-            }
-        }
-    }
-    char answer = 0;
-    ASSERT_EQ(1, read(ready[0], &answer, 1));
-    ASSERT_EQ('y', answer) << "the impostor could not listen as uid 65534";
-    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
-                                        (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
-    EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
-    kill(impostor, SIGKILL);
-    waitpid(impostor, nullptr, 0);
-    close(ready[0]);
-    close(ready[1]);
-}
-
-/* A peer that cannot listen in its directory (it does not exist there) names no socket in its address, rather than
- * one nobody serves, and is refused at once with that cause. */
-TEST_F(ipc_containers, a_peer_that_cannot_listen_names_no_socket)
-{
-    setenv("UCX_CUDA_IPC_SOCKET_DIR", "/nonexistent/cux-sockets", 1);
-    ipc_peer unlistening(nullptr, true);
-    setenv("UCX_CUDA_IPC_SOCKET_DIR", m_dir.c_str(), 1);
-    peer_msg hello = unlistening.greeting();
-    ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
-    cux_ipc_iface_addr_t addr;
-    memcpy(&addr, hello.blob + hello.a, sizeof(addr));
-    EXPECT_EQ(0u, addr.channel);
-    warnings_captured warnings;
-    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)hello.blob,
-                                        (const uct_iface_addr_t*)(hello.blob + hello.a)));
-    EXPECT_EQ(1u, warnings.count("has no socket")) << "the cause said";
-    unlistening.stop();
-}
-
-/* A contained peer that exits: its connection closes, ep_check reports the endpoint to the interface's error
- * handler (no pid of it is looked up here: pid 1 is our init), and destroying the endpoint gives its mappings
- * back. */
-TEST_F(ipc_containers, a_contained_peer_that_exits_is_reported_by_ep_check_and_its_mappings_go)
-{
-    start_peer(nullptr, true);
-    ASSERT_FALSE(HasFatalFailure());
-    const long mappings_before = mock_live("mappings");
-    const size_t size          = 65536;
-    buffer local(buf_kind::cuda0, size);
-    remote_buf rb = remote_alloc(size, 0, 71, alloc_legacy);
-    round_trip(local, rb, size, 72);
-    EXPECT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
-    uct_worker_progress(m_worker);
-    EXPECT_TRUE(m_ep_errors.empty()) << "a live peer was reported";
-
-    m_peer->stop();
-    EXPECT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
-    for (int i = 0; (i < 1000) && m_ep_errors.empty(); ++i) {
-        uct_worker_progress(m_worker);
-    }
-    ASSERT_EQ(1u, m_ep_errors.size()) << "the peer that exited was not reported";
-    EXPECT_EQ(m_ep, m_ep_errors[0].first);
-    uct_rkey_release(m_component, &rb.rkey);
-    destroy_ep();
-    if (using_mock_driver()) {
-        EXPECT_EQ(mappings_before, mock_live("mappings")) << "the peer's mapping was kept";
-    }
 }

@@ -154,8 +154,9 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
     pthread_mutex_unlock(&cache->lock);
 }
 
-/* Detach every region, or every region of one process (pid >= 0, of PID namespace pid_ns). */
-static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid)
+/* Detach every region, or every region of one process (pid >= 0, of PID namespace pid_ns), or only those of one
+ * owner of it (owner != CUX_IPC_CACHE_ANY_OWNER). */
+static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid, uint64_t owner)
 {
     cux_ipc_region_t **pp, *region;
     unsigned long i;
@@ -163,7 +164,8 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, uint64_t pid_ns, in
     pthread_mutex_lock(&cache->lock);
     for (i = 0; i < cache->num_buckets; ++i) {
         for (pp = &cache->buckets[i]; (region = *pp) != NULL;) {
-            if ((pid < 0) || ((region->key.pid == pid) && (region->key.pid_ns == pid_ns))) {
+            if ((pid < 0) || ((region->key.pid == pid) && (region->key.pid_ns == pid_ns) &&
+                              ((owner == CUX_IPC_CACHE_ANY_OWNER) || (region->owner == owner)))) {
                 cux_ipc_cache_detach(cache, region); /* *pp is now the next region */
             } else {
                 pp = &region->next;
@@ -180,12 +182,17 @@ static void cux_ipc_cache_detach_all(cux_ipc_cache_t *cache, uint64_t pid_ns, in
 
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache)
 {
-    cux_ipc_cache_detach_all(cache, 0, -1);
+    cux_ipc_cache_detach_all(cache, 0, -1, CUX_IPC_CACHE_ANY_OWNER);
 }
 
 void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid)
 {
-    cux_ipc_cache_detach_all(cache, pid_ns, pid);
+    cux_ipc_cache_detach_all(cache, pid_ns, pid, CUX_IPC_CACHE_ANY_OWNER);
+}
+
+void cux_ipc_cache_purge_owner(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid, uint64_t owner)
+{
+    cux_ipc_cache_detach_all(cache, pid_ns, pid, owner);
 }
 
 /* Unmap unused mappings on a device, oldest first, until about length bytes are given back; 0 if that cannot
@@ -274,8 +281,9 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 
 lookup: /* the chain is found again after each wait: the table may have grown meanwhile */
     for (region = *cux_ipc_cache_chain(cache, rkey, device); region != NULL; region = region->next) {
+        /* another owner's mapping of that place is never this one's, and stays (an impostor's evicts nothing) */
         if ((region->key.pid == rkey->pid) && (region->key.pid_ns == rkey->pid_ns) && (region->device == device) &&
-            (region->key.base == rkey->base)) {
+            (region->key.base == rkey->base) && (region->owner == owner)) {
             break;
         }
     }
@@ -286,8 +294,8 @@ lookup: /* the chain is found again after each wait: the table may have grown me
         goto lookup;
     }
     if (region != NULL) {
-        /* a reused pid, or a key of another allocation at that address, is not served this mapping */
-        if ((region->owner == owner) && cux_ipc_rkey_same_allocation(&region->key, rkey)) {
+        /* a key of another allocation at that address is not served this mapping */
+        if (cux_ipc_rkey_same_allocation(&region->key, rkey)) {
             ++cache->stats.hits;
             if (region->refcount++ == 0) {
                 ucs_list_del(&region->lru);
@@ -296,7 +304,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
             pthread_mutex_unlock(&cache->lock);
             return UCS_OK;
         }
-        /* Freed and re-allocated at the same address since it was mapped (or another process's key). */
+        /* Freed and re-allocated at the same address since it was mapped. */
         ucs_debug("cuda_ipc: pid %d 0x%" PRIx64 " is a new buffer (id %" PRIu64 ", was %" PRIu64 "): remapping",
                   rkey->pid, rkey->base, (uint64_t)rkey->buffer_id, (uint64_t)region->key.buffer_id);
         ++cache->stats.stale;
@@ -329,6 +337,17 @@ lookup: /* the chain is found again after each wait: the table may have grown me
     *region_p = region;
     pthread_mutex_unlock(&cache->lock);
     return UCS_OK;
+}
+
+void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsigned count)
+{
+    if (count == 0) {
+        return;
+    }
+    pthread_mutex_lock(&cache->lock);
+    ucs_assert(region->refcount > 0);
+    region->refcount += count;
+    pthread_mutex_unlock(&cache->lock);
 }
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)

@@ -3,9 +3,12 @@
  * Process-wide cache of mappings of other processes' GPU allocations.
  *
  * Opening an IPC handle costs about a millisecond, so a mapping is kept after use and found again by
- * (exporting process, local device, allocation base). A hit makes no driver call and no proof: it is served
- * only to a key of the same allocation (buffer id, length, handle, secret: cux_ipc_rkey_same_allocation) from
- * the same process (its start time), and the key it was mapped from was proven then. A freed and re-allocated
+ * (exporting process, local device, allocation base) and owner: who the key was proven for, as far as the
+ * kernel says (a process's start time, or the connection a peer of another PID namespace was proven over:
+ * cux_ipc_proof.h). A hit makes no driver call and no proof: it is served only to the same owner and a key of
+ * the same allocation (buffer id, length, handle, secret: cux_ipc_rkey_same_allocation), and the key it was
+ * mapped from was proven then. Mappings of one place for two owners stand side by side: one never serves,
+ * evicts or purges the other's. A freed and re-allocated
  * buffer at the same address is a new allocation: its stale mapping is dropped, never served. Mappings that no
  * operation is using sit on an LRU list and are unmapped when the cache exceeds its bounds (regions, bytes), or
  * at the next operation once unused for longer than max_idle: a buffer its owner freed, which the mapping keeps
@@ -33,7 +36,7 @@ typedef struct cux_ipc_region {
     struct cux_ipc_region *next;      /* hash chain */
     ucs_list_link_t       lru;        /* in cache->lru while unused */
     cux_ipc_rkey_t        key;        /* the key it was mapped from: process, kind, base and length */
-    uint64_t              owner;      /* start time of key.pid: a reused pid is another owner */
+    uint64_t              owner;      /* who it was proven for (cux_ipc_proof.h): a reused pid is another owner */
     int                   device;     /* local device the mapping was opened on */
     void                  *mapped;    /* local address of key.base */
     void                  *held;      /* what else the mapping holds until unmapped (an imported pool) */
@@ -85,13 +88,20 @@ void cux_ipc_cache_configure(cux_ipc_cache_t *cache, int enabled, unsigned long 
  * first size (nothing else to free: a cache needs no cleanup after its last purge). */
 void cux_ipc_cache_purge(cux_ipc_cache_t *cache);
 
-/* The same for the mappings of one process, such as a peer that has exited. */
+/* The same for the mappings of one process, such as a peer that has exited, whoever they were proven for. */
 void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid);
 
-/* The mapping of a remote allocation on a local device, mapped on a miss (ops->map gets peer); held until
- * cux_ipc_cache_put. owner is the exporting process's start time. */
+/* The same for one owner's mappings of one process: what a peer's endpoint proved, when the endpoint goes. */
+#define CUX_IPC_CACHE_ANY_OWNER UINT64_MAX
+void cux_ipc_cache_purge_owner(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid, uint64_t owner);
+
+/* The mapping of a remote allocation on a local device for owner, mapped on a miss (ops->map gets peer); held
+ * until cux_ipc_cache_put. */
 ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
                                uint64_t owner, cux_ipc_region_t **region_p);
+
+/* count more references of a held mapping (one put each). */
+void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsigned count);
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
 

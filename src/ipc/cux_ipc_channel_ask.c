@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_ipc's channel, importing side: a connection to a peer of another PID namespace and the questions asked
+ * cuda_ipc's channel, asking side: a connection to a peer of another PID namespace, and a question and its answer
  * over it (see cux_ipc_channel.h). The caller holds one connection per peer and asks one question at a time.
  */
 #define _GNU_SOURCE
@@ -31,26 +31,16 @@ void cux_ipc_channel_set_timeout(int fd, double timeout)
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-/* One question and its answer: the reply's length (at least its header, with the request's status), or -1 when
- * the peer did not answer in time, is gone, or answered out of protocol. *fd_p: a descriptor that came with it. */
-static ssize_t cux_ipc_channel_call(int channel, uint32_t op, const cux_ipc_rkey_t *key, uint32_t piece,
-                                    cux_ipc_channel_reply_t *reply, int *fd_p)
+ssize_t cux_ipc_channel_ask(int channel, cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply, int *fd_p)
 {
     static uint32_t next_seq;
-    cux_ipc_channel_request_t req;
     unsigned stale = 0;
     ssize_t n;
 
-    memset(&req, 0, sizeof(req));
-    req.magic = CUX_IPC_CHANNEL_MAGIC;
-    req.op    = op;
-    req.piece = piece;
-    req.seq   = __atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
-    if (key != NULL) {
-        req.key = *key;
-    }
-    *fd_p = -1;
-    if (send(channel, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
+    req->magic = CUX_IPC_CHANNEL_MAGIC;
+    req->seq   = __atomic_add_fetch(&next_seq, 1, __ATOMIC_RELAXED);
+    *fd_p      = -1;
+    if (send(channel, req, sizeof(*req), MSG_NOSIGNAL) != (ssize_t)sizeof(*req)) {
         return -1;
     }
     do { /* replies to earlier questions that timed out are dropped (a few: one question at a time is asked) */
@@ -62,15 +52,11 @@ static ssize_t cux_ipc_channel_call(int channel, uint32_t op, const cux_ipc_rkey
             return -1;
         }
         n = cux_fd_passing_recv_upto(channel, reply, sizeof(*reply), 0, fd_p);
-        if (n < (ssize_t)offsetof(cux_ipc_channel_reply_t, addr)) {
-            if (*fd_p >= 0) {
-                close(*fd_p);
-                *fd_p = -1;
-            }
-            return -1;
+        if (n < (ssize_t)CUX_IPC_CHANNEL_REPLY_HEADER) {
+            break;
         }
-    } while (reply->seq != req.seq);
-    if (reply->magic != CUX_IPC_CHANNEL_MAGIC) {
+    } while (reply->seq != req->seq);
+    if ((n < (ssize_t)CUX_IPC_CHANNEL_REPLY_HEADER) || (reply->magic != CUX_IPC_CHANNEL_MAGIC)) {
         if (*fd_p >= 0) {
             close(*fd_p);
             *fd_p = -1;
@@ -80,20 +66,23 @@ static ssize_t cux_ipc_channel_call(int channel, uint32_t op, const cux_ipc_rkey
     return n;
 }
 
-int cux_ipc_channel_connect(const cux_ipc_iface_addr_t *addr, double timeout)
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+int cux_ipc_channel_connect(uint64_t token, double timeout, cux_ipc_channel_listener_t *listener)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     const char *dir       = cux_ipc_channel_dir();
-    cux_ipc_channel_reply_t reply;
     struct ucred cred;
     socklen_t len = sizeof(cred);
-    int fd, given_fd;
-    ssize_t n;
+    int fd;
 
-    if ((dir == NULL) || (addr->channel == 0)) {
+    listener->pidfd = -1;
+    if ((dir == NULL) || (token == 0)) {
         return -1;
     }
-    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/cuda-ipc-%016" PRIx64, dir, addr->channel) >=
+    if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/cuda-ipc-%016" PRIx64, dir, token) >=
         sizeof(sa.sun_path)) {
         return -1;
     }
@@ -104,80 +93,26 @@ int cux_ipc_channel_connect(const cux_ipc_iface_addr_t *addr, double timeout)
     }
     cux_ipc_channel_set_timeout(fd, timeout);
     if (connect(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0) {
-        ucs_debug("cuda_ipc: cannot connect to pid %d's socket %s: %m", addr->pid, sa.sun_path);
+        ucs_debug("cuda_ipc: cannot connect to %s: %m", sa.sun_path);
         goto err;
     }
-    /* whoever bound the name must run as our user, as a peer of our namespace must to be read */
+    /* whoever listens there must run as our user, as a peer of our namespace must to be read */
     if ((getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) || (cred.uid != geteuid())) {
         ucs_debug("cuda_ipc: %s is served by uid %d, not ours: refused", sa.sun_path,
                   (len == sizeof(cred)) ? (int)cred.uid : -1);
         goto err;
     }
-    n = cux_ipc_channel_call(fd, CUX_IPC_CHANNEL_HELLO, NULL, 0, &reply, &given_fd);
-    if (given_fd >= 0) {
-        close(given_fd);
-    }
-    if ((n != (ssize_t)(offsetof(cux_ipc_channel_reply_t, addr) + sizeof(reply.addr))) ||
-        (reply.status != UCS_OK) || (memcmp(&reply.addr, addr, sizeof(*addr)) != 0)) {
-        ucs_debug("cuda_ipc: the process on %s does not hold the address of pid %d in PID namespace %" PRIu64
-                  ": not the process that sent it", sa.sun_path, addr->pid, addr->pid_ns);
-        goto err;
+    listener->uid = cred.uid;
+    listener->pid = cred.pid;
+    len           = sizeof(listener->pidfd);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &listener->pidfd, &len) != 0) {
+        listener->pidfd = -1; /* before Linux 6.5, or the listener has exited */
     }
     return fd;
 
 err:
     close(fd);
     return -1;
-}
-
-ucs_status_t cux_ipc_channel_prove(int channel, const cux_ipc_rkey_t *key)
-{
-    cux_ipc_channel_reply_t reply;
-    int fd;
-
-    if (cux_ipc_channel_call(channel, CUX_IPC_CHANNEL_PROVE, key, 0, &reply, &fd) < 0) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    return (reply.status == UCS_OK) ? UCS_OK : UCS_ERR_UNREACHABLE;
-}
-
-int cux_ipc_channel_take_fd(int channel, const cux_ipc_rkey_t *key, uint32_t piece)
-{
-    cux_ipc_channel_reply_t reply;
-    int fd;
-
-    if (cux_ipc_channel_call(channel, CUX_IPC_CHANNEL_TAKE_FD, key, piece, &reply, &fd) < 0) {
-        return -1;
-    }
-    if ((reply.status != UCS_OK) && (fd >= 0)) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-ucs_status_t cux_ipc_channel_span(int channel, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece)
-{
-    size_t len = key->span.count * sizeof(*piece);
-    cux_ipc_channel_reply_t reply;
-    ssize_t n;
-    int fd;
-
-    if (key->span.count > CUX_IPC_SPAN_MAX) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    n = cux_ipc_channel_call(channel, CUX_IPC_CHANNEL_SPAN, key, 0, &reply, &fd);
-    if (fd >= 0) {
-        close(fd);
-    }
-    if ((n != (ssize_t)(offsetof(cux_ipc_channel_reply_t, piece) + len)) || (reply.status != UCS_OK)) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    memcpy(piece, reply.piece, len);
-    return UCS_OK;
 }
 
 int cux_ipc_channel_closed(int channel)

@@ -5,9 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "cux_ipc_channel.h"
-#include "cux_ipc_key_table.h"
-#include "cux_ipc_md.h"
-#include "cux_ipc_peer_read.h"
+#include "cux_ipc_names.h"
 #include "base/cux_fd_passing.h"
 
 #include <ucs/debug/log.h>
@@ -38,6 +36,7 @@ static struct {
     int             listen_fd;
     int             stop[2];   /* a pipe: the server thread ends when its read end becomes readable */
     pthread_t       thread;
+    cux_ipc_channel_answer_t answer; /* what the proof answers to a request */
 } cux_ipc_channel = {.lock = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1, .stop = {-1, -1}};
 
 const char *cux_ipc_channel_dir(void)
@@ -50,50 +49,15 @@ uint64_t cux_ipc_channel_token(void)
     return (cux_ipc_channel.pid == getpid()) ? cux_ipc_channel.token : 0;
 }
 
-/* --- answers --- */
-
-typedef struct {
-    uint32_t piece;
-    int      fd;
-} cux_ipc_channel_fd_use_t;
-
-/* With the table locked and the key held: its descriptor (or a piece's), duplicated for the reply. */
-static void cux_ipc_channel_dup_fd(const cux_ipc_rkey_t *key, void *arg)
-{
-    cux_ipc_channel_fd_use_t *use = arg;
-    const cux_ipc_span_piece_t *piece;
-    int fd = -1;
-
-    if ((use->piece == CUX_IPC_CHANNEL_KEY_FD) &&
-        ((key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_POOL_FD))) {
-        fd = key->export_fd;
-    } else if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (use->piece < key->span.count)) {
-        piece = (const cux_ipc_span_piece_t*)(uintptr_t)key->span.table;
-        fd    = piece[use->piece].fd;
-    }
-    use->fd = (fd >= 0) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-}
-
-/* With the table locked and the key held: its span's table. */
-static void cux_ipc_channel_copy_span(const cux_ipc_rkey_t *key, void *arg)
-{
-    cux_ipc_channel_reply_t *reply = arg;
-
-    if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (key->span.count <= CUX_IPC_SPAN_MAX)) {
-        memcpy(reply->piece, (const void*)(uintptr_t)key->span.table, key->span.count * sizeof(reply->piece[0]));
-        reply->status = UCS_OK;
-    }
-}
-
-/* Answers one request on a connection; 0, or -1 when the connection is to be closed. */
+/* Answers one request on a connection; 0, or -1 when the connection is to be closed. The reply goes out without
+ * waiting: a client that left earlier replies unread until its socket is full is dropped, not waited for. */
 static int cux_ipc_channel_answer(int conn)
 {
     cux_ipc_channel_request_t req;
     cux_ipc_channel_reply_t reply;
-    cux_ipc_channel_fd_use_t use = {.fd = -1};
-    size_t len                   = offsetof(cux_ipc_channel_reply_t, addr);
+    size_t len;
     ssize_t n;
-    int ret;
+    int fd = -1, ret;
 
     n = recv(conn, &req, sizeof(req), MSG_DONTWAIT);
     if ((n < 0) && ((errno == EAGAIN) || (errno == EINTR))) {
@@ -106,32 +70,13 @@ static int cux_ipc_channel_answer(int conn)
     reply.magic  = CUX_IPC_CHANNEL_MAGIC;
     reply.seq    = req.seq;
     reply.status = UCS_ERR_UNREACHABLE;
-    switch (req.op) {
-    case CUX_IPC_CHANNEL_HELLO:
-        cux_ipc_proof_own_address(&reply.addr, cux_ipc_pid_namespace());
-        reply.status = UCS_OK;
-        len         += sizeof(reply.addr);
-        break;
-    case CUX_IPC_CHANNEL_PROVE:
-        reply.status = cux_ipc_proof_own_key_use(&req.key, NULL, NULL) ? UCS_OK : UCS_ERR_UNREACHABLE;
-        break;
-    case CUX_IPC_CHANNEL_TAKE_FD:
-        use.piece = req.piece;
-        if (cux_ipc_proof_own_key_use(&req.key, cux_ipc_channel_dup_fd, &use) && (use.fd >= 0)) {
-            reply.status = UCS_OK;
-        }
-        break;
-    case CUX_IPC_CHANNEL_SPAN:
-        if (cux_ipc_proof_own_key_use(&req.key, cux_ipc_channel_copy_span, &reply)) {
-            len += req.key.span.count * sizeof(reply.piece[0]);
-        }
-        break;
-    default:
-        break;
+    len          = CUX_IPC_CHANNEL_REPLY_HEADER + cux_ipc_channel.answer(&req, &reply, &fd);
+    ret          = cux_fd_passing_send(conn, &reply, len, fd);
+    if ((ret != 0) && ((errno == EAGAIN) || (errno == EWOULDBLOCK))) {
+        ucs_debug("cuda_ipc: a client of this process's socket does not read its replies: dropped");
     }
-    ret = cux_fd_passing_send(conn, &reply, len, use.fd);
-    if (use.fd >= 0) {
-        close(use.fd);
+    if (fd >= 0) {
+        close(fd);
     }
     return ret;
 }
@@ -143,6 +88,7 @@ static int cux_ipc_channel_accept(int listen_fd)
     socklen_t len = sizeof(cred);
     int conn;
 
+    /* non-blocking for good: neither a request nor a reply ever waits for one client */
     conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
         return -1;
@@ -153,9 +99,6 @@ static int cux_ipc_channel_accept(int listen_fd)
         close(conn);
         return -1;
     }
-    /* a peer that stops reading its replies is dropped after the proof timeout instead of holding us up */
-    cux_ipc_channel_set_timeout(conn, cux_ipc_peer_read_timeout());
-    (void)fcntl(conn, F_SETFL, fcntl(conn, F_GETFL) & ~O_NONBLOCK); /* replies block, up to that timeout */
     return conn;
 }
 
@@ -211,6 +154,7 @@ static void *cux_ipc_channel_serve(void *arg)
 static ucs_status_t cux_ipc_channel_open_socket(const char *dir)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st = {0};
     int fd, len;
 
     if (getrandom(&cux_ipc_channel.token, sizeof(cux_ipc_channel.token), 0) != sizeof(cux_ipc_channel.token)) {
@@ -229,13 +173,28 @@ static ucs_status_t cux_ipc_channel_open_socket(const char *dir)
         ucs_error("cuda_ipc: socket(AF_UNIX) failed: %m");
         return UCS_ERR_IO_ERROR;
     }
-    /* owner only; connections are accepted only after listen, so none comes before the mode is set */
-    if ((bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0) || (chmod(sa.sun_path, S_IRUSR | S_IWUSR) != 0) ||
-        (listen(fd, 128) != 0)) {
+    /* Owner only, from the start: bind creates the file with the socket's own mode (less the umask), so no path
+     * is followed to set it afterwards. Connections are accepted only after listen. */
+    if ((fchmod(fd, S_IRUSR | S_IWUSR) != 0) || (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) != 0)) {
+        ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR=%s: cannot listen on %s: %m (peers in other PID "
+                  "namespaces will not reach this process over cuda_ipc)", dir, sa.sun_path);
+        close(fd); /* nothing was made: a name that existed is another's */
+        return UCS_ERR_IO_ERROR;
+    }
+    /* a umask that takes the owner's own read or write away leaves a socket no peer can connect to */
+    if ((fstatat(AT_FDCWD, sa.sun_path, &st, AT_SYMLINK_NOFOLLOW) != 0) ||
+        ((st.st_mode & (S_IRUSR | S_IWUSR)) != (S_IRUSR | S_IWUSR))) {
+        ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR=%s: %s was made mode %03o (the umask takes the owner's "
+                  "read or write): peers could not connect", dir, sa.sun_path, (unsigned)(st.st_mode & 0777));
+        close(fd);
+        (void)unlink(sa.sun_path); /* the file this process made */
+        return UCS_ERR_IO_ERROR;
+    }
+    if (listen(fd, 128) != 0) {
         ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR=%s: cannot listen on %s: %m (peers in other PID "
                   "namespaces will not reach this process over cuda_ipc)", dir, sa.sun_path);
         close(fd);
-        (void)unlink(sa.sun_path);
+        (void)unlink(sa.sun_path); /* the file this process made */
         return UCS_ERR_IO_ERROR;
     }
     memcpy(cux_ipc_channel.path, sa.sun_path, sizeof(sa.sun_path));
@@ -253,7 +212,7 @@ static void cux_ipc_channel_close_socket(void)
     cux_ipc_channel.token     = 0;
 }
 
-ucs_status_t cux_ipc_channel_listen(const char *dir)
+ucs_status_t cux_ipc_channel_listen(const char *dir, cux_ipc_channel_answer_t answer)
 {
     ucs_status_t status = UCS_OK;
     int err;
@@ -281,6 +240,7 @@ ucs_status_t cux_ipc_channel_listen(const char *dir)
         goto out;
     }
     strcpy(cux_ipc_channel.dir, dir); /* peers' sockets are still looked for there */
+    cux_ipc_channel.answer = answer;
     status = cux_ipc_channel_open_socket(dir);
     if (status != UCS_OK) {
         cux_ipc_channel.token = 0; /* our address names no socket */

@@ -59,10 +59,12 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
 {
     /* A peer that is gone never uses its mappings again: give back the GPU memory they hold now, not when the
-     * cache happens to evict them (mappings still in use go at their last release). */
-    if (cux_ipc_ep_peer_gone(self)) {
-        ucs_debug("cuda_ipc: peer pid %d is gone, dropping its mappings", self->peer.pid);
-        cux_ipc_import_forget_peer(self->peer.pid_ns, self->peer.pid);
+     * cache happens to evict them (mappings still in use go at their last release). Mappings bound to this
+     * endpoint's connection serve no one after it, gone or not. */
+    if ((CUX_IPC_OWNER_KIND(self->peer.owner) == CUX_IPC_OWNER_CONNECTION) || cux_ipc_ep_peer_gone(self)) {
+        ucs_debug("cuda_ipc: peer pid %d is gone, or its mappings were this connection's: dropping them",
+                  self->peer.pid);
+        cux_ipc_import_forget_peer(&self->peer);
     }
     cux_ipc_peer_close(&self->peer);
 }
@@ -116,25 +118,20 @@ ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_
     return status;
 }
 
-ucs_status_t cux_ipc_ep_zcopy_issue(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
-                                    uint64_t remote_addr, uct_rkey_t rkey, uct_completion_t *comp, int put)
+ucs_status_t cux_ipc_ep_zcopy_mapped(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
+                                     uint64_t remote_addr, uct_rkey_t rkey, cux_ipc_region_t *region,
+                                     uct_completion_t *comp, int put)
 {
     cux_ipc_iface_t *iface              = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
-    cux_ipc_ep_t *ep                    = ucs_derived_of(tl_ep, cux_ipc_ep_t);
     const cux_ipc_unpacked_rkey_t *ukey = (const cux_ipc_unpacked_rkey_t*)rkey;
     cux_copy_allocs_t allocs;
-    cux_ipc_region_t *region;
     cux_dev_res_t *res;
     ucs_status_t status;
     void *remote;
 
     status = cux_dev_resources_get(&iface->super.devs, local->device, &res);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    status = cux_ipc_import_get(ukey, local->device, &ep->peer, &region);
-    if (ucs_unlikely(status != UCS_OK)) {
+        cux_ipc_import_put(region);
         return status;
     }
     remote = UCS_PTR_BYTE_OFFSET(region->mapped, remote_addr - ukey->key.base);
@@ -160,6 +157,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     cux_ipc_iface_t *iface    = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
     cux_ipc_ep_t *ep          = ucs_derived_of(tl_ep, cux_ipc_ep_t);
     const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rkey)->key;
+    cux_ipc_region_t *region;
     cux_ipc_local_t local;
     ucs_status_t status;
     size_t length;
@@ -191,7 +189,11 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
-    return cux_ipc_ep_zcopy_issue(tl_ep, iov[0].buffer, &local, length, remote_addr, rkey, comp, put);
+    status = cux_ipc_import_get((const cux_ipc_unpacked_rkey_t*)rkey, local.device, &ep->peer, &region);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+    return cux_ipc_ep_zcopy_mapped(tl_ep, iov[0].buffer, &local, length, remote_addr, rkey, region, comp, put);
 }
 
 ucs_status_t cux_ipc_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,

@@ -63,7 +63,12 @@ void cux_ipc_import_detach(void)
 ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
                                 cux_ipc_region_t **region_p)
 {
-    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, device, peer, peer->start_time, region_p);
+    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, device, peer, peer->owner, region_p);
+}
+
+void cux_ipc_import_hold(cux_ipc_region_t *region, unsigned count)
+{
+    cux_ipc_cache_hold(&cux_ipc_cache, region, count);
 }
 
 void cux_ipc_import_put(cux_ipc_region_t *region)
@@ -71,9 +76,9 @@ void cux_ipc_import_put(cux_ipc_region_t *region)
     cux_ipc_cache_put(&cux_ipc_cache, region);
 }
 
-void cux_ipc_import_forget_peer(uint64_t pid_ns, int32_t pid)
+void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer)
 {
-    cux_ipc_cache_purge_pid(&cux_ipc_cache, pid_ns, pid);
+    cux_ipc_cache_purge_owner(&cux_ipc_cache, peer->pid_ns, peer->pid, peer->owner);
 }
 
 /* This host's id, asked once: rkey_unpack runs for every rendezvous message. */

@@ -52,9 +52,12 @@ ucs_status_t cux_ipc_import_rkey_hold(const cux_ipc_unpacked_rkey_t *ukey, cux_i
  * proven against the peer (cux_ipc_proof.h) before anything is mapped: UCS_ERR_UNREACHABLE if it fails. */
 ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
                                 cux_ipc_region_t **region_p);
+/* count more references of a held mapping, each given back with cux_ipc_import_put. */
+void cux_ipc_import_hold(cux_ipc_region_t *region, unsigned count);
 void cux_ipc_import_put(cux_ipc_region_t *region);
 
-/* A peer is gone: give back the GPU memory its mappings hold (those in use go at their last release). */
-void cux_ipc_import_forget_peer(uint64_t pid_ns, int32_t pid);
+/* A peer is gone, or what was proven for it serves no one else (its connection closes): give back the GPU memory
+ * its mappings hold (those in use go at their last release). Mappings proven for another owner stay. */
+void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer);
 
 #endif

@@ -666,7 +666,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     /* Process-wide: the last memory domain opened sets the bounds and the proofs' deadline. */
     cux_ipc_peer_read_set_timeout(ucs_time_to_sec(config->proof_timeout));
     md->listening = (config->socket_dir[0] != '\0');
-    (void)cux_ipc_channel_listen(config->socket_dir); /* logged; the domain works for peers of our namespace */
+    /* logged; the domain works for peers of our namespace */
+    (void)cux_ipc_channel_listen(config->socket_dir, cux_ipc_proof_answer);
     cux_ipc_import_attach(config->cache_enable, max_regions, config->cache_max_size, config->cache_max_idle);
     *md_p = &md->super;
     return UCS_OK;

@@ -11,14 +11,11 @@
 #include "cux_ipc_fd_export.h"
 #include "cux_ipc_rkey.h"
 #include "cux_ipc_proof.h"
+#include "cux_ipc_names.h"
 #include "cux_ipc_span.h"
 
 #include <ucs/type/spinlock.h>
 #include <sys/types.h>
-
-#define CUX_IPC_COMPONENT_NAME "cuda_ipc"
-#define CUX_IPC_TL_NAME        "cuda_ipc"
-#define CUX_IPC_CONFIG_PREFIX  "CUDA_IPC_"
 
 extern uct_component_t cux_ipc_component;
 

@@ -6,8 +6,8 @@
 #include "cux_ipc_proof.h"
 #include "cux_ipc_peer_read.h"
 #include "cux_ipc_key_table.h"
-#include "cux_ipc_channel.h"
-#include "cux_ipc_md.h"
+#include "cux_ipc_proof_channel.h"
+#include "base/cux_siphash.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -57,7 +57,7 @@ static pthread_mutex_t cux_ipc_identity_lock = PTHREAD_MUTEX_INITIALIZER;
 static cux_ipc_identity_t cux_ipc_identity;
 static uint64_t cux_ipc_secret_key[2]; /* SipHash key of the keys' secrets */
 
-static void cux_ipc_random(void *buf, size_t len)
+void cux_ipc_random(void *buf, size_t len)
 {
     uint8_t *p = buf;
     ssize_t n;
@@ -139,46 +139,6 @@ int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_i
            cux_ipc_key_table_use(key, use, arg);
 }
 
-/* --- SipHash-2-4 (Aumasson and Bernstein), 64-bit output: a keyed hash a peer cannot predict --- */
-
-#define CUX_ROTL(_x, _b) (uint64_t)(((_x) << (_b)) | ((_x) >> (64 - (_b))))
-
-static void cux_sip_round(uint64_t v[4])
-{
-    v[0] += v[1]; v[1] = CUX_ROTL(v[1], 13); v[1] ^= v[0]; v[0] = CUX_ROTL(v[0], 32);
-    v[2] += v[3]; v[3] = CUX_ROTL(v[3], 16); v[3] ^= v[2];
-    v[0] += v[3]; v[3] = CUX_ROTL(v[3], 21); v[3] ^= v[0];
-    v[2] += v[1]; v[1] = CUX_ROTL(v[1], 17); v[1] ^= v[2]; v[2] = CUX_ROTL(v[2], 32);
-}
-
-static uint64_t cux_siphash(const uint64_t key[2], const uint8_t *in, size_t len)
-{
-    uint64_t v[4] = {key[0] ^ 0x736f6d6570736575ull, key[1] ^ 0x646f72616e646f6dull,
-                     key[0] ^ 0x6c7967656e657261ull, key[1] ^ 0x7465646279746573ull};
-    uint64_t m, last = (uint64_t)len << 56;
-    size_t i;
-
-    for (i = 0; i + 8 <= len; i += 8) {
-        memcpy(&m, in + i, 8);
-        v[3] ^= m;
-        cux_sip_round(v);
-        cux_sip_round(v);
-        v[0] ^= m;
-    }
-    for (; i < len; ++i) {
-        last |= (uint64_t)in[i] << (8 * (i % 8));
-    }
-    v[3] ^= last;
-    cux_sip_round(v);
-    cux_sip_round(v);
-    v[0] ^= last;
-    v[2] ^= 0xff;
-    for (i = 0; i < 4; ++i) {
-        cux_sip_round(v);
-    }
-    return v[0] ^ v[1] ^ v[2] ^ v[3];
-}
-
 uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
 {
     /* what names the allocation; not the descriptor number or the key's place, which differ per registration */
@@ -207,7 +167,7 @@ uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key)
         memset((uint8_t*)&in.handle + ucs_offsetof(cux_ipc_rkey_t, span.table) - ucs_offsetof(cux_ipc_rkey_t, handle),
                0, sizeof(key->span.table));
     }
-    return cux_siphash(cux_ipc_secret_key, (const uint8_t*)&in, sizeof(in));
+    return cux_siphash(cux_ipc_secret_key, &in, sizeof(in));
 }
 
 /* --- the peer's side, checked --- */
@@ -245,6 +205,7 @@ static ucs_status_t cux_ipc_peer_open_self(cux_ipc_peer_t *peer, const cux_ipc_i
     peer->pid        = addr->pid;
     peer->pid_ns     = addr->pid_ns;
     peer->start_time = addr->start_time;
+    peer->owner      = CUX_IPC_OWNER_PROCESS | addr->start_time;
     peer->readable   = 1;
     peer->keys       = cux_ipc_key_table_directory();
     return UCS_OK;
@@ -300,60 +261,6 @@ static int cux_ipc_known_find(int32_t pid, uint64_t *start_time, uint64_t *keys)
     return found;
 }
 
-/* A peer on this host in another PID namespace (a container without a shared PID namespace) that cannot be asked
- * over a channel: UCX carries GPU memory to it over another transport, many times slower. Said once per such
- * namespace and cause at warning level, with what would help, since nothing else would tell the user; UCP asks
- * about every address it sees, so the rest at debug level. */
-static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr, const char *why)
-{
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static uint64_t last_ns;
-    static const char *last_why;
-    int warn;
-
-    pthread_mutex_lock(&lock);
-    warn     = (last_ns != addr->pid_ns) || (last_why != why);
-    last_ns  = addr->pid_ns;
-    last_why = why;
-    pthread_mutex_unlock(&lock);
-    if (warn) {
-        ucs_warn("cuda_ipc: the peer process on this host is in another PID namespace (%" PRIu64 ") and %s, so "
-                 "GPU memory to it goes over another transport: set UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR on both "
-                 "sides to a directory both containers mount, or give them one PID namespace (docker --pid=host or "
-                 "--pid=container:NAME, Kubernetes hostPID or shareProcessNamespace)", addr->pid_ns, why);
-    } else {
-        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not reachable: %s", addr->pid, addr->pid_ns,
-                  why);
-    }
-}
-
-/* A peer of another PID namespace, asked over its socket (cux_ipc_channel.h). */
-static ucs_status_t cux_ipc_peer_open_channel(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr)
-{
-    if (cux_ipc_channel_dir() == NULL) {
-        cux_ipc_proof_log_foreign_namespace(addr, "UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not set here");
-        return UCS_ERR_UNREACHABLE;
-    }
-    if (addr->channel == 0) {
-        cux_ipc_proof_log_foreign_namespace(addr, "has no socket (UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not "
-                                            "set there, or it could not listen)");
-        return UCS_ERR_UNREACHABLE;
-    }
-    peer->channel = cux_ipc_channel_connect(addr, cux_ipc_peer_read_timeout());
-    if (peer->channel < 0) {
-        cux_ipc_proof_log_foreign_namespace(addr, "its socket is not in this process's UCX_" CUX_IPC_CONFIG_PREFIX
-                                            "SOCKET_DIR, cannot be connected to, or is not its own "
-                                            "(UCX_LOG_LEVEL=debug says which)");
-        return UCS_ERR_UNREACHABLE;
-    }
-    pthread_mutex_init(&peer->channel_lock, NULL);
-    peer->pid        = addr->pid;
-    peer->pid_ns     = addr->pid_ns;
-    peer->start_time = addr->start_time;
-    peer->readable   = 1; /* its keys are proven by asking it, whatever the proof mode */
-    return UCS_OK;
-}
-
 int cux_ipc_addr_in_other_pid_namespace(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
 {
     return (addr->pid_ns != pid_ns) && (addr->pid_ns != 0) && (pid_ns != 0);
@@ -379,7 +286,7 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
         return cux_ipc_peer_open_self(peer, addr, pid_ns);
     }
     if (cux_ipc_addr_in_other_pid_namespace(addr, pid_ns)) {
-        return cux_ipc_peer_open_channel(peer, addr);
+        return cux_ipc_proof_channel_open(peer, addr);
     }
     if ((addr->pid_ns != pid_ns) || (addr->pid <= 0)) {
         ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not a peer process in ours (%" PRIu64 ")",
@@ -426,6 +333,7 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     peer->pid        = addr->pid;
     peer->pid_ns     = addr->pid_ns;
     peer->start_time = addr->start_time;
+    peer->owner      = CUX_IPC_OWNER_PROCESS | addr->start_time; /* the kernel's: checked against its pidfd */
     peer->pidfd      = pidfd;
     if (peer->readable) {
         cux_ipc_known_add(peer);
@@ -472,6 +380,7 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
     peer->pid        = key->pid;
     peer->pid_ns     = key->pid_ns;
     peer->start_time = start_time;
+    peer->owner      = CUX_IPC_OWNER_PROCESS | start_time;
     peer->readable   = 1;
     peer->keys       = keys;
     return UCS_OK;
@@ -489,15 +398,6 @@ void cux_ipc_peer_close(cux_ipc_peer_t *peer)
         peer->channel = -1;
     }
 }
-
-/* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
-#define cux_ipc_peer_reject(_peer, _fmt, ...) \
-    ({ \
-        ucs_log((_peer)->logged ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR, "cuda_ipc: " _fmt \
-                "%s", ## __VA_ARGS__, (_peer)->logged ? "" : " (further keys refused from this peer: debug log)"); \
-        (_peer)->logged = 1; \
-        UCS_ERR_UNREACHABLE; \
-    })
 
 /* Reads slot `record` of the peer's table of keys out, through the directory its proven identity named. */
 static ucs_status_t cux_ipc_peer_read_key(cux_ipc_peer_t *peer, uint64_t record, cux_ipc_rkey_t *held)
@@ -523,22 +423,6 @@ static ucs_status_t cux_ipc_peer_read_key(cux_ipc_peer_t *peer, uint64_t record,
                               sizeof(*held)) == (ssize_t)sizeof(*held)) ? UCS_OK : UCS_ERR_UNREACHABLE;
 }
 
-/* Asks a peer of another namespace whether it holds the key. */
-static ucs_status_t cux_ipc_peer_ask_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
-{
-    ucs_status_t status;
-
-    pthread_mutex_lock(&peer->channel_lock);
-    status = cux_ipc_channel_prove(peer->channel, key);
-    pthread_mutex_unlock(&peer->channel_lock);
-    if (status != UCS_OK) {
-        return cux_ipc_peer_reject(peer, "pid %d of PID namespace %" PRIu64 " does not hold a key for 0x%" PRIx64
-                                   "+%" PRIu64 " (forged, already deregistered, or the process is gone): refused",
-                                   peer->pid, peer->pid_ns, key->base, key->length);
-    }
-    return UCS_OK;
-}
-
 ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
     cux_ipc_rkey_t held;
@@ -548,7 +432,7 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
                                    "pid %d (%" PRIu64 "): refused", key->pid, key->pid_ns, peer->pid, peer->pid_ns);
     }
     if (peer->channel >= 0) {
-        return cux_ipc_peer_ask_key(peer, key);
+        return cux_ipc_proof_channel_key(peer, key);
     }
     if (!peer->readable) {
         if (key->kind != CUX_IPC_KIND_LEGACY) {
@@ -582,9 +466,7 @@ ucs_status_t cux_ipc_peer_read_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     ucs_status_t status;
 
     if (peer->channel >= 0) {
-        pthread_mutex_lock(&peer->channel_lock);
-        status = cux_ipc_channel_span(peer->channel, key, piece);
-        pthread_mutex_unlock(&peer->channel_lock);
+        status = cux_ipc_proof_channel_span(peer, key, piece);
     } else {
         status = (peer->readable && (cux_ipc_read_peer(peer->pid, key->span.table, piece, len) == (ssize_t)len)) ?
                  UCS_OK : UCS_ERR_UNREACHABLE;
@@ -601,9 +483,7 @@ int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32
     int local;
 
     if (peer->channel >= 0) {
-        pthread_mutex_lock(&peer->channel_lock);
-        local = cux_ipc_channel_take_fd(peer->channel, key, piece);
-        pthread_mutex_unlock(&peer->channel_lock);
+        local = cux_ipc_proof_channel_take_fd(peer, key, piece);
         if (local < 0) {
             ucs_error("cuda_ipc: pid %d of PID namespace %" PRIu64 " did not hand over the descriptor of its "
                       "allocation 0x%" PRIx64 " (deregistered, or gone)", peer->pid, peer->pid_ns, key->base);

@@ -17,10 +17,15 @@
  * - Without an endpoint (rkey_ptr), a key's process is trusted only if an endpoint of this process proved that
  *   process's address (and it is still the same process).
  * - Another PID namespace (containers). A pid there means nothing here, so no proof above reaches the peer. With
- *   UCX_CUDA_IPC_SOCKET_DIR set on both sides, the peer is asked instead, over a UNIX socket the kernel
- *   authenticates (cux_ipc_channel.h): it proves its address, answers each key's proof from its own table of
- *   keys out, and hands over descriptors and span tables of keys it holds; the connection is its liveness.
- *   Everything that names a peer by pid names its namespace too (two containers both have a pid 1).
+ *   UCX_CUDA_IPC_SOCKET_DIR set on both sides, the peer is asked instead, over a UNIX socket (cux_ipc_channel.h;
+ *   cux_ipc_proof_channel.c). Who answers is the kernel's word, not the address's: a listener the kernel shows in
+ *   our namespace is no peer of another; one it shows in a namespace below ours must be the pid, namespace and
+ *   start time its address claims; one it does not show is bound to its connection (or to its pidfd where the
+ *   kernel names one). The listener then answers a challenge under its address's secret, which it never sends,
+ *   so it hands a stranger nothing to pose as it. It answers each key's proof from its own table of keys out and
+ *   hands over descriptors and span tables of keys it holds; the connection is its liveness. A mapping proven
+ *   over a connection serves only that peer (CUX_IPC_OWNER_*). Everything that names a peer by pid names its
+ *   namespace too (two containers both have a pid 1).
  * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
  *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
  *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
@@ -30,26 +35,14 @@
 #ifndef CUX_IPC_PROOF_H_
 #define CUX_IPC_PROOF_H_
 
+#include "cux_ipc_addr.h"
+#include "cux_ipc_channel.h"
 #include "cux_ipc_rkey.h"
 
 #include <ucs/type/status.h>
-#include <ucs/sys/compiler_def.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-#define CUX_IPC_ADDR_MAGIC 0x34415843u /* "CXA4"; above any pid, so an older build's address never matches */
-
-/* The address of a cuda_ipc interface (packed: UCP packs addresses byte by byte). */
-typedef struct cux_ipc_iface_addr {
-    uint32_t magic;
-    int32_t  pid;
-    uint64_t pid_ns;     /* inode of /proc/self/ns/pid: a pid names the same process only in one namespace */
-    uint64_t start_time; /* process start, in clock ticks after boot, as /proc/PID/stat gives it */
-    uint64_t identity;   /* where the process keeps its identity record */
-    uint64_t secret;     /* the record's random part */
-    uint64_t channel;    /* the token naming its socket in UCX_CUDA_IPC_SOCKET_DIR; 0: it has none */
-} UCS_S_PACKED cux_ipc_iface_addr_t;
 
 /* How much a peer must prove (UCX_CUDA_IPC_PEER_PROOF). */
 typedef enum {
@@ -63,10 +56,18 @@ extern const char *cux_ipc_proof_mode_names[];
 /* A peer as an endpoint knows it, once its address was proven. */
 #define CUX_IPC_PEER_CHUNKS_KNOWN 16
 
+/* Who a peer is, as far as the kernel says: the mapping cache serves a mapping only to the owner it was proven
+ * for (cux_ipc_cache.h). The kind is in the top bits, so owners of two kinds never compare equal. */
+#define CUX_IPC_OWNER_PROCESS    (0ull << 62) /* a process /proc and a pidfd show us: its start time */
+#define CUX_IPC_OWNER_PIDFS      (1ull << 62) /* a listener the kernel names by its pidfd's inode (Linux 6.9+) */
+#define CUX_IPC_OWNER_CONNECTION (2ull << 62) /* one connection: nothing the kernel says names its process */
+#define CUX_IPC_OWNER_KIND(_owner) ((_owner) & (3ull << 62))
+
 typedef struct cux_ipc_peer {
     int32_t  pid;
     uint64_t pid_ns;       /* the namespace its pid is of */
     uint64_t start_time;
+    uint64_t owner;        /* CUX_IPC_OWNER_*: what its mappings are bound to */
     int      pidfd;
     int      readable;     /* its memory can be read: keys are proven there, VMM descriptors can be taken */
     int      logged;       /* a rejected key of this peer was logged at error level already */
@@ -93,6 +94,9 @@ int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key);
  * for an endpoint to this process and for a peer of another namespace asking over the channel. */
 int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),
                               void *arg);
+
+/* What this process answers a peer of another PID namespace over its socket (cux_ipc_channel_listen). */
+size_t cux_ipc_proof_answer(const cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply, int *fd_p);
 
 /* This process's address (a forked child gets an identity of its own). */
 void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);

@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Scatter-gather zero-copy put and get on cuda_ipc. Every piece (an element, or one repeat of it) ends in the
- * endpoint's own copy (cux_ipc_ep_zcopy_issue), so a piece continuing the previous one in the same two allocations joins its
- * copy and small pieces share a kernel launch (cux_completion.h): a list of adjacent KV-cache blocks costs one
- * copy, not one per element. The whole list is checked before anything is issued (keys, bounds, room in the
- * completion engine), so a refused list has written nothing; a driver failure after some pieces went out is
- * reported through the completion, which the pieces still hold.
+ * endpoint's own copy (cux_ipc_ep_zcopy_mapped), so a piece continuing the previous one in the same two allocations
+ * joins its copy and small pieces share a kernel launch (cux_completion.h): a list of adjacent KV-cache blocks costs one
+ * copy, not one per element. The whole list is checked and every element's remote allocation proven and mapped
+ * before anything is issued (keys, bounds, room in the completion engine, the peer still holding each key), so a
+ * refused list has written nothing; a driver failure after some pieces went out is reported through the
+ * completion, which the pieces still hold. The list itself is compiled for every release (its tests run on all of
+ * them); the ops that hand it to UCX exist where UCX has them (1.22+ put, 1.23+ get).
  */
 #include "cux_ipc_sgl.h"
 #include "cux_ipc_ep.h"
 #include "cux_ipc_import.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <inttypes.h>
-
-#if CUX_UCX_HAS_PUT_SGL
 
 /* How many times element i goes: counts may be NULL (once each). */
 static UCS_F_ALWAYS_INLINE size_t cux_ipc_sgl_reps(const size_t *counts, size_t i)
@@ -61,15 +62,53 @@ static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const 
     return pieces;
 }
 
-static ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths,
-                                      uct_mem_h const *memhs, const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
-                                      const size_t *counts, const size_t *strides, size_t count,
-                                      uct_completion_t *comp, int put)
+/* An element's local side and the mapping of its remote allocation, held from before the first piece is issued
+ * until each of its pieces took a reference of its own. */
+typedef struct {
+    cux_ipc_local_t  local;
+    cux_ipc_region_t *region; /* NULL: an element that moves nothing */
+} cux_ipc_sgl_element_t;
+
+#define CUX_IPC_SGL_ON_STACK 32
+
+/* Every element's local side and remote mapping (proven and mapped on a miss); on failure, what was taken is
+ * given back and nothing has been issued. */
+static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, void *const *buffers, const size_t *lengths,
+                                    uct_mem_h const *memhs, uct_rkey_t const *rkeys, const size_t *counts,
+                                    size_t count, cux_ipc_sgl_element_t *element)
 {
-    cux_ipc_ep_t *ep                = ucs_derived_of(tl_ep, cux_ipc_ep_t);
-    cux_completion_t *completion    = &ucs_derived_of(tl_ep->iface, cux_ipc_iface_t)->super.completion;
+    ucs_status_t status = UCS_OK;
+    size_t i;
+
+    for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+        element[i].region = NULL;
+        if ((cux_ipc_sgl_reps(counts, i) == 0) || (lengths[i] == 0)) {
+            continue;
+        }
+        status = cux_ipc_ep_local(buffers[i], (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL, &element[i].local);
+        if (status == UCS_OK) {
+            status = cux_ipc_import_get((const cux_ipc_unpacked_rkey_t*)rkeys[i], element[i].local.device,
+                                        &ep->peer, &element[i].region);
+        }
+    }
+    if (status != UCS_OK) {
+        while (i-- > 0) {
+            if (element[i].region != NULL) {
+                cux_ipc_import_put(element[i].region);
+            }
+        }
+    }
+    return status;
+}
+
+ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths, uct_mem_h const *memhs,
+                               const uint64_t *remote_addrs, uct_rkey_t const *rkeys, const size_t *counts,
+                               const size_t *strides, size_t count, uct_completion_t *comp, int put)
+{
+    cux_ipc_ep_t *ep             = ucs_derived_of(tl_ep, cux_ipc_ep_t);
+    cux_completion_t *completion = &ucs_derived_of(tl_ep->iface, cux_ipc_iface_t)->super.completion;
+    cux_ipc_sgl_element_t on_stack[CUX_IPC_SGL_ON_STACK], *element = on_stack;
     size_t issued = 0, pieces, i, r, reps, stride;
-    cux_ipc_local_t local;
     ucs_status_t status;
 
     pieces = cux_ipc_sgl_pieces(ep, lengths, remote_addrs, rkeys, counts, strides, count, &status);
@@ -84,39 +123,52 @@ static ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, cons
     if (completion->num_inflight + pieces > completion->max_inflight) {
         return UCS_ERR_NO_RESOURCE; /* all or nothing: UCP retries the whole list from its pending queue */
     }
+    if ((count > CUX_IPC_SGL_ON_STACK) &&
+        ((element = ucs_malloc(count * sizeof(*element), "cux_ipc_sgl_elements")) == NULL)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    /* a key the peer no longer holds, anywhere in the list, refuses it before its first piece goes */
+    status = cux_ipc_sgl_map(ep, buffers, lengths, memhs, rkeys, counts, count, element);
+    if (status != UCS_OK) {
+        goto out_free;
+    }
 
-    for (i = 0; i < count; ++i) {
-        reps = cux_ipc_sgl_reps(counts, i);
-        if ((reps == 0) || (lengths[i] == 0)) {
+    for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+        if (element[i].region == NULL) {
             continue;
         }
-        /* the element's local side once: its repeats lie in the same allocation */
-        status = cux_ipc_ep_local(buffers[i], (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL, &local);
-        if (status != UCS_OK) {
-            goto out;
-        }
+        reps   = cux_ipc_sgl_reps(counts, i);
         stride = (strides != NULL) ? strides[i] : 0;
+        cux_ipc_import_hold(element[i].region, reps - 1); /* one reference a piece: each copy gives its own back */
         for (r = 0; r < reps; ++r) {
-            if (comp != NULL) {
-                ++comp->count; /* this piece's share: its completion takes it back */
-            }
-            status = cux_ipc_ep_zcopy_issue(tl_ep, UCS_PTR_BYTE_OFFSET(buffers[i], r * stride), &local, lengths[i],
-                                            remote_addrs[i] + r * stride, rkeys[i], comp, put);
-            if (status == UCS_INPROGRESS) {
-                ++issued;
+            if (status != UCS_OK) {
+                cux_ipc_import_put(element[i].region); /* a piece that does not go after a failed one */
                 continue;
             }
             if (comp != NULL) {
-                --comp->count;
+                ++comp->count; /* this piece's share: its completion takes it back */
             }
-            if (UCS_STATUS_IS_ERR(status)) {
-                goto out;
+            status = cux_ipc_ep_zcopy_mapped(tl_ep, UCS_PTR_BYTE_OFFSET(buffers[i], r * stride), &element[i].local,
+                                             lengths[i], remote_addrs[i] + r * stride, rkeys[i], element[i].region,
+                                             comp, put);
+            if (status == UCS_INPROGRESS) {
+                ++issued;
+                status = UCS_OK;
+            } else if (comp != NULL) {
+                --comp->count;
             }
         }
     }
-    status = UCS_OK;
+    for (; i < count; ++i) { /* the elements after a failed copy */
+        if (element[i].region != NULL) {
+            cux_ipc_import_put(element[i].region);
+        }
+    }
 
-out:
+out_free:
+    if (element != on_stack) {
+        ucs_free(element);
+    }
     if (issued == 0) {
         return status;
     }
@@ -130,6 +182,7 @@ out:
     return UCS_INPROGRESS;
 }
 
+#if CUX_UCX_HAS_PUT_SGL
 ucs_status_t cux_ipc_sgl_put_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_t *lengths,
                                        uct_mem_h const *memhs, const uint64_t *remote_addrs,
                                        uct_rkey_t const *rkeys, const size_t *counts, const size_t *strides,

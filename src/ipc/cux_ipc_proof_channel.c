@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc peer proofs for peers of other PID namespaces: what this process asks over a peer's socket and what
+ * the answers mean, and what it answers such peers itself (cux_ipc_proof.h says what is proven; the channel,
+ * cux_ipc_channel.h, only carries the questions).
+ *
+ * Who listens on the socket an address names is the kernel's word, never the address's:
+ * - a listener the kernel shows in our own namespace (its NSpid has one level) is no peer of another namespace,
+ *   whatever its address claims: refused;
+ * - a listener it shows in a namespace below ours must be the pid (its innermost NSpid), the namespace (the inode
+ *   of its /proc/PID/ns/pid) and the start time its address claims; its mappings are bound to that process;
+ * - a listener it does not show (a sibling or a parent namespace: the usual two containers) cannot be named by
+ *   pid from here; its mappings are bound to the process the kernel's pidfd of it names (pidfs, Linux 6.9+), or
+ *   else to this one connection.
+ * Then the listener must answer a challenge under its address's secret, which it never sends: a process that
+ * only knows where the socket is learns nothing that lets it pose as that process.
+ */
+#define _GNU_SOURCE
+#include "cux_ipc_proof_channel.h"
+#include "cux_ipc_names.h"
+#include "cux_ipc_peer_read.h"
+#include "base/cux_siphash.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define CUX_IPC_PIDFS_MAGIC 0x50494446 /* "PIDF": pidfds have an inode of their process's own (Linux 6.9+) */
+
+static int cux_ipc_proof_unshown_for_tests; /* cux_ipc_proof_channel_test_unshown */
+
+void cux_ipc_proof_channel_test_unshown(int how)
+{
+    __atomic_store_n(&cux_ipc_proof_unshown_for_tests, how, __ATOMIC_RELAXED);
+}
+
+/* --- the challenge --- */
+
+uint64_t cux_ipc_proof_hello_hash(const cux_ipc_iface_addr_t *addr, uint64_t nonce)
+{
+    const uint64_t key[2] = {addr->secret, ~addr->secret};
+    struct {
+        uint64_t             nonce;
+        cux_ipc_iface_addr_t addr;
+    } UCS_S_PACKED in;
+
+    in.nonce       = nonce;
+    in.addr        = *addr;
+    in.addr.secret = 0;
+    return cux_siphash(key, &in, sizeof(in));
+}
+
+/* --- asking --- */
+
+/* A peer on this host in another PID namespace (a container without a shared PID namespace) that cannot be asked
+ * over a channel: UCX carries GPU memory to it over another transport, many times slower. Said once per such
+ * namespace and cause at warning level, with what would help, since nothing else would tell the user; UCP asks
+ * about every address it sees, so the rest at debug level. */
+static void cux_ipc_proof_log_foreign_namespace(const cux_ipc_iface_addr_t *addr, const char *why)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t last_ns;
+    static const char *last_why;
+    int warn;
+
+    pthread_mutex_lock(&lock);
+    warn     = (last_ns != addr->pid_ns) || (last_why != why);
+    last_ns  = addr->pid_ns;
+    last_why = why;
+    pthread_mutex_unlock(&lock);
+    if (warn) {
+        ucs_warn("cuda_ipc: the peer process on this host is in another PID namespace (%" PRIu64 ") and %s, so "
+                 "GPU memory to it goes over another transport: set UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR on both "
+                 "sides to a directory both containers mount, or give them one PID namespace (docker --pid=host or "
+                 "--pid=container:NAME, Kubernetes hostPID or shareProcessNamespace)", addr->pid_ns, why);
+    } else {
+        ucs_debug("cuda_ipc: pid %d in PID namespace %" PRIu64 " is not reachable: %s", addr->pid, addr->pid_ns,
+                  why);
+    }
+}
+
+/* The pids of a process visible here in each PID namespace from ours down to its own (/proc/PID/status, NSpid:
+ * readable without ptrace permission): how many, and the last. 0 where it cannot be read. */
+static int cux_ipc_proof_nspid(pid_t pid, int32_t *innermost)
+{
+    char path[64], line[512], *p, *end;
+    int levels = 0;
+    long value;
+    FILE *file;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    file = fopen(path, "re");
+    if (file == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), file) != NULL) {
+        if (strncmp(line, "NSpid:", 6) != 0) {
+            continue;
+        }
+        for (p = line + 6;; p = end) {
+            value = strtol(p, &end, 10);
+            if (end == p) {
+                break;
+            }
+            *innermost = (int32_t)value;
+            ++levels;
+        }
+        break;
+    }
+    fclose(file);
+    return levels;
+}
+
+/* Does the pidfd name the process of pid in our namespace, still running? (/proc/self/fdinfo gives its pid.) */
+static int cux_ipc_proof_pidfd_is(int pidfd, pid_t pid)
+{
+    char path[64], line[128];
+    long named = -1;
+    FILE *file;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    file = fopen(path, "re");
+    if (file == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), file) != NULL) {
+        if (sscanf(line, "Pid: %ld", &named) == 1) {
+            break;
+        }
+    }
+    fclose(file);
+    return (named == pid) && (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM);
+}
+
+/* A listener the kernel shows here: the process its address names, or not (why_p says how not). UCS_OK with
+ * *owner_p set when all of it is the kernel's word; UCS_ERR_UNSUPPORTED when its namespace cannot be read (the
+ * caller then binds its mappings as for a listener it does not show); UCS_ERR_UNREACHABLE when it is not. */
+static ucs_status_t cux_ipc_proof_listener_shown(const cux_ipc_iface_addr_t *addr,
+                                                 const cux_ipc_channel_listener_t *listener, uint64_t *owner_p,
+                                                 const char **why_p)
+{
+    unsigned long start_time;
+    int32_t innermost = 0;
+    char path[64];
+    struct stat st;
+    int levels, pidfd;
+
+    levels = cux_ipc_proof_nspid(listener->pid, &innermost);
+    if (levels == 1) {
+        ucs_debug("cuda_ipc: the socket of an address claiming pid %d of PID namespace %" PRIu64 " is served by pid "
+                  "%d of this process's own namespace: refused", addr->pid, addr->pid_ns, (int)listener->pid);
+        *why_p = "the process serving its socket is of this process's own PID namespace";
+        return UCS_ERR_UNREACHABLE;
+    }
+    if ((levels == 0) || (innermost != addr->pid)) {
+        ucs_debug("cuda_ipc: the socket of an address claiming pid %d is served by pid %d here, pid %d in its own "
+                  "namespace: refused", addr->pid, (int)listener->pid, innermost);
+        *why_p = "the process serving its socket is not the process its address names";
+        return UCS_ERR_UNREACHABLE;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)listener->pid);
+    if (stat(path, &st) != 0) {
+        ucs_debug("cuda_ipc: the PID namespace of pid %d, which serves a peer's socket, cannot be read (%m): its "
+                  "mappings are bound to its connection", (int)listener->pid);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    start_time = ucs_sys_get_proc_create_time(listener->pid);
+    if (((uint64_t)st.st_ino != addr->pid_ns) || (start_time != addr->start_time)) {
+        ucs_debug("cuda_ipc: the socket of pid %d of PID namespace %" PRIu64 " (started at %" PRIu64 ") is served "
+                  "by pid %d of namespace %" PRIu64 " started at %lu: refused", addr->pid, addr->pid_ns,
+                  addr->start_time, (int)listener->pid, (uint64_t)st.st_ino, start_time);
+        *why_p = "the process serving its socket is not the process its address names";
+        return UCS_ERR_UNREACHABLE;
+    }
+    /* the pid was not reused while it was read: the kernel's pidfd of the listener still names it, alive */
+    pidfd = (listener->pidfd >= 0) ? listener->pidfd : (int)syscall(SYS_pidfd_open, listener->pid, 0);
+    if ((pidfd < 0) || !cux_ipc_proof_pidfd_is(pidfd, listener->pid) ||
+        (ucs_sys_get_proc_create_time(listener->pid) != start_time)) {
+        ucs_debug("cuda_ipc: pid %d, which served a peer's socket, exited while it was checked", (int)listener->pid);
+        *why_p = "the process serving its socket exited";
+        if ((pidfd >= 0) && (pidfd != listener->pidfd)) {
+            close(pidfd);
+        }
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (pidfd != listener->pidfd) {
+        close(pidfd);
+    }
+    *owner_p = CUX_IPC_OWNER_PROCESS | start_time;
+    return UCS_OK;
+}
+
+/* A listener the kernel does not show by pid here: the process its pidfd names where the kernel gives each
+ * process an inode of its own, else this connection alone. */
+static uint64_t cux_ipc_proof_listener_unshown(const cux_ipc_channel_listener_t *listener)
+{
+    static uint64_t connections;
+    struct statfs fs;
+    struct stat st;
+
+    if ((listener->pidfd >= 0) && (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) < 2) &&
+        (fstatfs(listener->pidfd, &fs) == 0) && (fs.f_type == CUX_IPC_PIDFS_MAGIC) &&
+        (fstat(listener->pidfd, &st) == 0)) {
+        return CUX_IPC_OWNER_PIDFS | ((uint64_t)st.st_ino & ~(3ull << 62));
+    }
+    return CUX_IPC_OWNER_CONNECTION | __atomic_add_fetch(&connections, 1, __ATOMIC_RELAXED);
+}
+
+/* Does the process on the connection hold the address: does it answer our challenge under its secret? */
+static int cux_ipc_proof_channel_hello(int channel, const cux_ipc_iface_addr_t *addr)
+{
+    cux_ipc_channel_request_t req;
+    cux_ipc_channel_reply_t reply;
+    uint64_t nonce;
+    ssize_t n;
+    int fd;
+
+    memset(&req, 0, sizeof(req));
+    cux_ipc_random(&nonce, sizeof(nonce));
+    req.op                = CUX_IPC_CHANNEL_HELLO;
+    req.hello.addr        = *addr;
+    req.hello.addr.secret = 0; /* never sent: the answer shows the listener knows it */
+    req.hello.nonce       = nonce;
+    n = cux_ipc_channel_ask(channel, &req, &reply, &fd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return (n == (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + sizeof(reply.proof))) && (reply.status == UCS_OK) &&
+           (reply.proof == cux_ipc_proof_hello_hash(addr, nonce));
+}
+
+ucs_status_t cux_ipc_proof_channel_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr)
+{
+    cux_ipc_channel_listener_t listener;
+    const char *why = NULL;
+    ucs_status_t status;
+    uint64_t owner = 0;
+    int channel;
+
+    if (cux_ipc_channel_dir() == NULL) {
+        cux_ipc_proof_log_foreign_namespace(addr, "UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not set here");
+        return UCS_ERR_UNREACHABLE;
+    }
+    if (addr->channel == 0) {
+        cux_ipc_proof_log_foreign_namespace(addr, "has no socket (UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR is not "
+                                            "set there, or it could not listen)");
+        return UCS_ERR_UNREACHABLE;
+    }
+    channel = cux_ipc_channel_connect(addr->channel, cux_ipc_peer_read_timeout(), &listener);
+    if (channel < 0) {
+        cux_ipc_proof_log_foreign_namespace(addr, "its socket is not in this process's UCX_" CUX_IPC_CONFIG_PREFIX
+                                            "SOCKET_DIR, cannot be connected to, or is not its own "
+                                            "(UCX_LOG_LEVEL=debug says which)");
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = ((listener.pid > 0) && !__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED)) ?
+             cux_ipc_proof_listener_shown(addr, &listener, &owner, &why) : UCS_ERR_UNSUPPORTED;
+    if (status == UCS_ERR_UNSUPPORTED) {
+        owner  = cux_ipc_proof_listener_unshown(&listener);
+        status = UCS_OK;
+    }
+    if ((status == UCS_OK) && !cux_ipc_proof_channel_hello(channel, addr)) {
+        ucs_debug("cuda_ipc: the process on socket %016" PRIx64 " does not answer for the address of pid %d in PID "
+                  "namespace %" PRIu64 ": not the process that sent it", addr->channel, addr->pid, addr->pid_ns);
+        why    = "the process serving its socket does not hold its address";
+        status = UCS_ERR_UNREACHABLE;
+    }
+    if (listener.pidfd >= 0) {
+        close(listener.pidfd);
+    }
+    if (status != UCS_OK) {
+        close(channel);
+        cux_ipc_proof_log_foreign_namespace(addr, why);
+        return status;
+    }
+    pthread_mutex_init(&peer->channel_lock, NULL);
+    peer->channel    = channel;
+    peer->pid        = addr->pid;
+    peer->pid_ns     = addr->pid_ns;
+    peer->start_time = addr->start_time;
+    peer->owner      = owner;
+    peer->readable   = 1; /* its keys are proven by asking it, whatever the proof mode */
+    return UCS_OK;
+}
+
+ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    cux_ipc_channel_request_t req;
+    cux_ipc_channel_reply_t reply;
+    ssize_t n;
+    int fd;
+
+    memset(&req, 0, sizeof(req));
+    req.op  = CUX_IPC_CHANNEL_PROVE;
+    req.key = *key;
+    pthread_mutex_lock(&peer->channel_lock);
+    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
+    pthread_mutex_unlock(&peer->channel_lock);
+    if (fd >= 0) {
+        close(fd);
+    }
+    if ((n < 0) || (reply.status != UCS_OK)) {
+        return cux_ipc_peer_reject(peer, "pid %d of PID namespace %" PRIu64 " does not hold a key for 0x%" PRIx64
+                                   "+%" PRIu64 " (forged, already deregistered, or the process is gone): refused",
+                                   peer->pid, peer->pid_ns, key->base, key->length);
+    }
+    return UCS_OK;
+}
+
+ucs_status_t cux_ipc_proof_channel_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece)
+{
+    size_t len = key->span.count * sizeof(*piece);
+    cux_ipc_channel_request_t req;
+    cux_ipc_channel_reply_t reply;
+    ssize_t n;
+    int fd;
+
+    if (key->span.count > CUX_IPC_SPAN_MAX) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    memset(&req, 0, sizeof(req));
+    req.op  = CUX_IPC_CHANNEL_SPAN;
+    req.key = *key;
+    pthread_mutex_lock(&peer->channel_lock);
+    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
+    pthread_mutex_unlock(&peer->channel_lock);
+    if (fd >= 0) {
+        close(fd);
+    }
+    if ((n != (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + len)) || (reply.status != UCS_OK)) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    memcpy(piece, reply.piece, len);
+    return UCS_OK;
+}
+
+int cux_ipc_proof_channel_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece)
+{
+    cux_ipc_channel_request_t req;
+    cux_ipc_channel_reply_t reply;
+    ssize_t n;
+    int fd;
+
+    memset(&req, 0, sizeof(req));
+    req.op    = CUX_IPC_CHANNEL_TAKE_FD;
+    req.piece = piece;
+    req.key   = *key;
+    pthread_mutex_lock(&peer->channel_lock);
+    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
+    pthread_mutex_unlock(&peer->channel_lock);
+    if (((n < 0) || (reply.status != UCS_OK)) && (fd >= 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* --- answering: this process, to a peer of another namespace --- */
+
+typedef struct {
+    uint32_t piece; /* which descriptor: CUX_IPC_CHANNEL_KEY_FD, or a span's piece */
+    int      fd;    /* its duplicate, or -1 */
+} cux_ipc_proof_fd_use_t;
+
+/* With the table of keys out locked and the key held: its descriptor (or a piece's), duplicated for the reply. */
+static void cux_ipc_proof_dup_fd(const cux_ipc_rkey_t *key, void *arg)
+{
+    cux_ipc_proof_fd_use_t *use = arg;
+    const cux_ipc_span_piece_t *piece;
+    int fd = -1;
+
+    if ((use->piece == CUX_IPC_CHANNEL_KEY_FD) &&
+        ((key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_POOL_FD))) {
+        fd = key->export_fd;
+    } else if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (use->piece < key->span.count)) {
+        piece = (const cux_ipc_span_piece_t*)(uintptr_t)key->span.table;
+        fd    = piece[use->piece].fd;
+    }
+    use->fd = (fd >= 0) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
+typedef struct {
+    cux_ipc_channel_reply_t *reply;
+    size_t                  len; /* of the table copied into the reply */
+} cux_ipc_proof_span_copy_t;
+
+/* With the table locked and the key held: its span's table, sized by the held key, and only for a span. */
+static void cux_ipc_proof_copy_span(const cux_ipc_rkey_t *key, void *arg)
+{
+    cux_ipc_proof_span_copy_t *copy = arg;
+
+    if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (key->span.count <= CUX_IPC_SPAN_MAX)) {
+        copy->len = key->span.count * sizeof(copy->reply->piece[0]);
+        memcpy(copy->reply->piece, (const void*)(uintptr_t)key->span.table, copy->len);
+        copy->reply->status = UCS_OK;
+    }
+}
+
+size_t cux_ipc_proof_answer(const cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply, int *fd_p)
+{
+    cux_ipc_proof_span_copy_t copy = {.reply = reply, .len = 0};
+    cux_ipc_proof_fd_use_t use     = {.piece = req->piece, .fd = -1};
+    cux_ipc_iface_addr_t own, claim;
+
+    switch (req->op) {
+    case CUX_IPC_CHANNEL_HELLO:
+        /* the challenge answered only for this process's own address, and the secret never sent */
+        cux_ipc_proof_own_address(&own, cux_ipc_pid_namespace());
+        claim        = own;
+        claim.secret = 0;
+        if (memcmp(&claim, &req->hello.addr, sizeof(claim)) != 0) {
+            return 0;
+        }
+        reply->proof  = cux_ipc_proof_hello_hash(&own, req->hello.nonce);
+        reply->status = UCS_OK;
+        return sizeof(reply->proof);
+    case CUX_IPC_CHANNEL_PROVE:
+        reply->status = cux_ipc_proof_own_key_use(&req->key, NULL, NULL) ? UCS_OK : UCS_ERR_UNREACHABLE;
+        return 0;
+    case CUX_IPC_CHANNEL_TAKE_FD:
+        if (cux_ipc_proof_own_key_use(&req->key, cux_ipc_proof_dup_fd, &use) && (use.fd >= 0)) {
+            *fd_p         = use.fd;
+            reply->status = UCS_OK;
+        }
+        return 0;
+    case CUX_IPC_CHANNEL_SPAN:
+        (void)cux_ipc_proof_own_key_use(&req->key, cux_ipc_proof_copy_span, &copy);
+        return copy.len;
+    default:
+        return 0;
+    }
+}

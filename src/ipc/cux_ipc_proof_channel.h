@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_ipc peer proofs, inside the proof: what cux_ipc_proof.c and cux_ipc_proof_channel.c (the proofs of peers
+ * of other PID namespaces, over the channel) share. Not for the layers above, which use cux_ipc_proof.h.
+ */
+#ifndef CUX_IPC_PROOF_CHANNEL_H_
+#define CUX_IPC_PROOF_CHANNEL_H_
+
+#include "cux_ipc_proof.h"
+
+#include <ucs/debug/log.h>
+
+/* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
+#define cux_ipc_peer_reject(_peer, _fmt, ...) \
+    ({ \
+        ucs_log((_peer)->logged ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR, "cuda_ipc: " _fmt \
+                "%s", ## __VA_ARGS__, (_peer)->logged ? "" : " (further keys refused from this peer: debug log)"); \
+        (_peer)->logged = 1; \
+        UCS_ERR_UNREACHABLE; \
+    })
+
+/* Random bytes (getrandom; a weaker fallback, said once, where there is no entropy source). */
+void cux_ipc_random(void *buf, size_t len);
+
+/* The answer to a challenge: a keyed hash of the nonce and the address (its secret left out) under that secret,
+ * which only the process that made the address knows besides the peers it handed the address to. */
+uint64_t cux_ipc_proof_hello_hash(const cux_ipc_iface_addr_t *addr, uint64_t nonce);
+
+/* A peer of another PID namespace (cux_ipc_peer_open): connected to over its socket, and who answers there
+ * checked against what the kernel says and against the address's secret. UCS_ERR_UNREACHABLE otherwise (said
+ * once per namespace and cause, at warning level, where the setting or the peer's own setting is the cause). */
+ucs_status_t cux_ipc_proof_channel_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr);
+
+/* Asked over the peer's connection, one question at a time: does it hold the key (UCS_ERR_UNREACHABLE, said once
+ * per peer, if not); a held span key's pieces; a held key's descriptor (-1 if not given). */
+ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
+ucs_status_t cux_ipc_proof_channel_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece);
+int cux_ipc_proof_channel_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece);
+
+/* For tests, which cannot put this process beside a peer's namespace: 1 takes every listener for one the kernel
+ * does not show here, 2 also for one without a pidfd inode of its own (before Linux 6.9); 0 (the product) believes
+ * what the kernel shows. */
+void cux_ipc_proof_channel_test_unshown(int how);
+
+#endif
