@@ -915,6 +915,63 @@ TEST_F(ipc_transport, the_mock_imports_from_another_pid_namespace_as_the_driver_
     contained.stop();
 }
 
+/* What the driver answers when one process opens the same allocation twice (one H200, driver 580:
+ * bench/results/2026-12-03-h200x1-keys-round4/): a legacy handle opened again in one context gives the same
+ * pointer and counts the opens (each close drops one, a close too many is refused); an allocation imported again
+ * from the same imported pool gives the same pointer uncounted (the first cuMemFree frees it for both, the second
+ * is refused). The mock answers the same, so the module's own counting (cux_ipc_pool_refs.c) is tested here. */
+TEST_F(ipc_transport, the_mock_opens_an_allocation_twice_as_the_driver_does)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "holds the mock driver to the driver's measured behaviour";
+    }
+    const size_t size = 65536;
+    CUcontext ctx, prev;
+    ASSERT_EQ(UCS_OK, cux_device_ctx(0, &ctx));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuCtxPushCurrent(ctx));
+    CUdeviceptr base;
+    size_t got_size;
+
+    remote_buf legacy = remote_alloc(size, 0, 95, alloc_legacy);
+    const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)legacy.rkey.rkey)->key;
+    CUdeviceptr a = 0, b = 0;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuIpcOpenMemHandle(&a, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuIpcOpenMemHandle(&b, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    EXPECT_EQ(a, b) << "a handle opened again gives the same pointer";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuIpcCloseMemHandle(a));
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemGetAddressRange(&base, &got_size, b)) << "the first close unmapped both";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuIpcCloseMemHandle(b));
+    EXPECT_NE(CUDA_SUCCESS, cux_drv.cuIpcCloseMemHandle(b)) << "a close more than opens";
+
+    remote_buf pooled = remote_alloc(size, 0, 96, alloc_pool_fd);
+    key = &((const cux_ipc_unpacked_rkey_t*)pooled.rkey.rkey)->key;
+    int pidfd = (int)syscall(SYS_pidfd_open, m_peer->pid(), 0);
+    ASSERT_GE(pidfd, 0);
+    int fd = (int)syscall(SYS_pidfd_getfd, pidfd, key->export_fd, 0);
+    close(pidfd);
+    ASSERT_GE(fd, 0);
+    CUmemoryPool pool;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemPoolImportFromShareableHandle(&pool, (void*)(uintptr_t)fd,
+                                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    close(fd);
+    CUmemAccessDesc access = {};
+    access.location.type   = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id     = 0;
+    access.flags           = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemPoolSetAccess(pool, &access, 1));
+    CUmemPoolPtrExportData data = key->pool_ptr;
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemPoolImportPointer(&a, pool, &data));
+    ASSERT_EQ(CUDA_SUCCESS, cux_drv.cuMemPoolImportPointer(&b, pool, &data));
+    EXPECT_EQ(a, b) << "an allocation imported again gives the same pointer";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemFree(a));
+    EXPECT_NE(CUDA_SUCCESS, cux_drv.cuMemGetAddressRange(&base, &got_size, b)) << "the first free left the second";
+    EXPECT_NE(CUDA_SUCCESS, cux_drv.cuMemFree(b)) << "the second free of one pointer";
+    EXPECT_EQ(CUDA_SUCCESS, cux_drv.cuMemPoolDestroy(pool));
+    cux_drv.cuCtxPopCurrent(&prev);
+    remote_free(pooled);
+    remote_free(legacy);
+}
+
 /* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, contrib/gpu-host-pidns.sh) gives
  * on the mock what it measured on the H200: a legacy handle and a VMM descriptor over SCM_RIGHTS open, every byte
  * checked, with either side in its own namespace (the mock with its broker, as the contained peers use it). */

@@ -40,6 +40,8 @@ typedef struct {
     int                sync_memops; /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS */
     uintptr_t          pool;        /* the memory pool it came from (a CUmemoryPool), 0 if none */
     int                pool_import; /* imported from another process's pool (cuMemPoolImportPointer) */
+    uint64_t           source;      /* an import: the inode of the exporter's memfd (which allocation it is) */
+    unsigned           opens;       /* a legacy import: cuIpcOpenMemHandle calls not closed yet */
 } mock_alloc_t;
 
 /* cuMemCreate / cuMemImportFromShareableHandle allocations: a memfd with a reference count. */
@@ -152,6 +154,9 @@ mock_alloc_t *mock_find(uintptr_t p);
  * inside it too. Takes mock_lock. */
 typedef struct { int known, host_pinned, fits; } mock_where_t;
 mock_where_t mock_where(uintptr_t p, size_t n);
+/* An import of the allocation whose memfd has inode source: a legacy one on device (pool 0), or one from pool.
+ * Caller holds mock_lock. */
+mock_alloc_t *mock_find_import(uint64_t source, int device, uintptr_t pool);
 CUresult mock_track(uintptr_t start, size_t size, int device, int managed, int pinned, int fd, int imported);
 CUresult mock_untrack(uintptr_t start, int kind);
 void mock_late_land(void);

@@ -80,6 +80,7 @@ CUresult mock_map_peer_memory(pid_t pid, uint64_t pid_ns, uint64_t broker, int f
 
 CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned flags)
 {
+    mock_alloc_t *a;
     mock_ipc_handle_t h;
     CUresult res = mock_injected("cuIpcOpenMemHandle", CUDA_ERROR_MAP_FAILED);
 
@@ -96,7 +97,39 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     if ((h.pid == getpid()) && (h.pid_ns == mock_pid_namespace())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
     }
-    return mock_map_peer_memory(h.pid, h.pid_ns, h.broker, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
+    /* As the driver (one H200, driver 580): a handle opened again in the same context gives the same pointer and
+     * counts the opens; each close drops one */
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find_import(h.ino, mock_current_device(), 0);
+    if (a != NULL) {
+        ++a->opens;
+        *p = a->start;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    if (a != NULL) {
+        return CUDA_SUCCESS;
+    }
+    res = mock_map_peer_memory(h.pid, h.pid_ns, h.broker, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
+    if (res == CUDA_SUCCESS) {
+        pthread_mutex_lock(&mock_lock);
+        mock_find(*p)->source = h.ino;
+        mock_find(*p)->opens  = 1;
+        pthread_mutex_unlock(&mock_lock);
+    }
+    return res;
 }
 
-CUresult m_cuIpcCloseMemHandle(CUdeviceptr p) { return mock_untrack(p, 2); }
+CUresult m_cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    mock_alloc_t *a;
+
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find(p);
+    if ((a != NULL) && (a->start == p) && a->imported && !a->pool_import && (a->opens > 1)) {
+        --a->opens;
+        pthread_mutex_unlock(&mock_lock);
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return mock_untrack(p, 2);
+}

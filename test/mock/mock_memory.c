@@ -20,6 +20,19 @@ mock_alloc_t *mock_find(uintptr_t p)
     return NULL;
 }
 
+mock_alloc_t *mock_find_import(uint64_t source, int device, uintptr_t pool)
+{
+    int i;
+
+    for (i = 0; i < MOCK_MAX_ALLOCS; ++i) {
+        if (mock_allocs[i].size && mock_allocs[i].imported && (mock_allocs[i].source == source) &&
+            (mock_allocs[i].pool == pool) && ((pool != 0) || (mock_allocs[i].device == device))) {
+            return &mock_allocs[i];
+        }
+    }
+    return NULL;
+}
+
 mock_where_t mock_where(uintptr_t p, size_t n)
 {
     mock_where_t where = {0, 0, 0};

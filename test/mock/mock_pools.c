@@ -288,6 +288,7 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
 {
     mock_pool_t *p = mock_pool_get(pool);
     int device     = mock_current_device();
+    mock_alloc_t *a;
     mock_pool_ptr_t in;
     CUresult res = mock_injected("cuMemPoolImportPointer", CUDA_ERROR_OUT_OF_MEMORY);
 
@@ -302,12 +303,24 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
     if ((device < 0) || !(p->access & (1u << device))) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
+    /* As the driver (one H200, driver 580): an allocation imported again from the same pool gives the same
+     * pointer, uncounted: the first cuMemFree frees it for both */
+    pthread_mutex_lock(&mock_lock);
+    a = mock_find_import(in.ino, device, (uintptr_t)pool);
+    if (a != NULL) {
+        *ptr = a->start;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    if (a != NULL) {
+        return CUDA_SUCCESS;
+    }
     /* from another PID namespace too, as the driver does (one H200: bench/results/2026-12-02-h200x1-containers/) */
     res = mock_map_peer_memory(in.pid, p->pid_ns, p->broker, in.fd, in.ino, in.size, CUDA_ERROR_INVALID_VALUE, ptr);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&mock_lock);
         mock_find(*ptr)->pool_import = 1;
         mock_find(*ptr)->pool        = (uintptr_t)pool;
+        mock_find(*ptr)->source      = in.ino;
         pthread_mutex_unlock(&mock_lock);
     }
     return res;
