@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 extern "C" {
+#include "ipc/cux_ipc_device.h"
 #include "ipc/cux_ipc_import.h"
 #include "driver/cux_device.h"
 #if CUX_UCX_HAS_DEVICE_API
@@ -48,6 +49,13 @@ private:
     ucs_status_t    m_status;
 };
 
+/* Peer memory this process holds mapped: the mock counts legacy imports as mappings and VMM maps as allocations;
+ * the driver counts nothing (0). */
+long mappings_held()
+{
+    return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations");
+}
+
 } // namespace
 
 TEST_F(ipc_transport, device_endpoints_are_offered_where_ucx_has_the_device_api)
@@ -61,16 +69,47 @@ TEST_F(ipc_transport, device_endpoints_are_offered_where_ucx_has_the_device_api)
 #endif
 }
 
+/* Issue 45, item 4: what holds a memory element's mapping, on every release (the transport's own functions, which
+ * every release compiles and the releases' ops call): with a release handle (UCX 1.23+) the element holds it past
+ * its key's release, until the element is released; without one (1.20 to 1.22 have no element release) the key
+ * holds it, as the README says: there an element is valid only while its key is. */
+TEST_F(ipc_transport, a_memory_elements_mapping_is_held_by_the_element_where_it_has_a_release_else_by_its_key)
+{
+    open_md({{"CACHE", "n"}}); /* mappings live only as long as something holds them */
+    start_peer();
+    current_device gpu0(0);
+    ASSERT_EQ(UCS_OK, gpu0.status());
+    const size_t size = 1 << 20;
+    const auto expect = pattern(68, size);
+    std::vector<uint8_t> got(4096);
+    for (bool with_release : {true, false}) {
+        SCOPED_TRACE(with_release ? "an element with a release (1.23+)" : "an element without (1.20-1.22)");
+        const long before = mappings_held();
+        remote_buf rb     = remote_alloc(size, 0, 9, alloc_vmm_fd);
+        ASSERT_NE(0u, rb.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, rb.addr, size, 68));
+        ptrdiff_t offset = 0;
+        void *release    = nullptr;
+        ASSERT_EQ(UCS_OK, cux_ipc_device_elem_map(nullptr, rb.rkey.rkey, &offset, with_release ? &release : nullptr));
+        raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + offset), got.size());
+        EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the peer's bytes at address + offset";
+        uct_rkey_release(m_component, &rb.rkey); /* the key goes first */
+        if (with_release) {
+            EXPECT_LT(before, mappings_held()) << "the mapping went with the key, under a live element";
+            raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + offset), got.size());
+            EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the element's mapping outlived the key";
+            cux_ipc_device_elem_unmap(release);
+        }
+        EXPECT_EQ(before, mappings_held()) << "the mapping outlived what holds it";
+        peer_msg fr = {};
+        fr.op = peer_op::free; fr.a = rb.addr;
+        EXPECT_EQ(UCS_OK, m_peer->call(fr).status);
+    }
+}
+
 #if CUX_UCX_HAS_DEVICE_API
 
 namespace {
-
-/* Peer memory this process holds mapped: the mock counts legacy imports as mappings and VMM maps as allocations;
- * the driver counts nothing (0). */
-long mappings_held()
-{
-    return (mock_live("mappings") < 0) ? 0 : mock_live("mappings") + mock_live("allocations");
-}
 
 /* An element packed by the release's op: 1.20 an interface op filling GPU memory, 1.21+ a memory domain op
  * filling host memory; 1.23+ hands back a release handle, given back here at the end. */

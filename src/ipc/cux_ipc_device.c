@@ -34,6 +34,49 @@ void cux_ipc_device_eps_cleanup(cux_ipc_device_eps_t *eps)
     pthread_mutex_destroy(&eps->lock);
 }
 
+ucs_status_t cux_ipc_device_elem_map(uct_mem_h memh, uct_rkey_t rkey, ptrdiff_t *mapped_offset_p, void **release_p)
+{
+    cux_ipc_unpacked_rkey_t *ukey = (cux_ipc_unpacked_rkey_t*)rkey;
+    cux_ipc_region_t *region;
+    ucs_status_t status;
+    void *mapped;
+
+    if (rkey == UCT_INVALID_RKEY) {
+        if (memh == NULL) {
+            ucs_error("cuda_ipc: a device memory element needs a remote key (or a local memory handle)");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        *mapped_offset_p = 0; /* local memory: a kernel uses its own addresses */
+        if (release_p != NULL) {
+            *release_p = NULL;
+        }
+        return UCS_OK;
+    }
+    if (release_p != NULL) {
+        status = cux_ipc_import_rkey_hold(ukey, &region);
+        if (status == UCS_OK) {
+            mapped     = region->mapped;
+            *release_p = region;
+        }
+    } else {
+        status = cux_ipc_import_rkey_attach(ukey, &mapped);
+    }
+    if (status != UCS_OK) {
+        ucs_debug("cuda_ipc: no device memory element for pid %d's allocation 0x%" PRIx64 "+%" PRIu64 ": %s",
+                  ukey->key.pid, ukey->key.base, ukey->key.length, ucs_status_string(status));
+        return status;
+    }
+    *mapped_offset_p = (ptrdiff_t)((uintptr_t)mapped - (uintptr_t)ukey->key.base);
+    return UCS_OK;
+}
+
+void cux_ipc_device_elem_unmap(void *release_handle)
+{
+    if (release_handle != NULL) {
+        cux_ipc_import_put(release_handle);
+    }
+}
+
 #if CUX_UCX_HAS_DEVICE_API
 
 static ucs_status_t cux_ipc_device_ep_create(int device, CUdeviceptr *ep_p)
@@ -82,54 +125,8 @@ static ucs_status_t cux_ipc_device_ep(uct_ep_h tl_ep, void **device_ep_p)
     return status;
 }
 
-/* release_p: where the release has an element release (1.23+), the element holds its own mapping, which may
- * outlive the key; before, the key holds it (UCP's lists are made from keys the application keeps). */
-static ucs_status_t cux_ipc_device_mem_elem(uct_mem_h memh, uct_rkey_t rkey, ptrdiff_t *mapped_offset_p,
-                                            void **release_p)
-{
-    cux_ipc_unpacked_rkey_t *ukey = (cux_ipc_unpacked_rkey_t*)rkey;
-    cux_ipc_region_t *region;
-    ucs_status_t status;
-    void *mapped;
-
-    if (rkey == UCT_INVALID_RKEY) {
-        if (memh == NULL) {
-            ucs_error("cuda_ipc: a device memory element needs a remote key (or a local memory handle)");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        *mapped_offset_p = 0; /* local memory: a kernel uses its own addresses */
-        if (release_p != NULL) {
-            *release_p = NULL;
-        }
-        return UCS_OK;
-    }
-    if (release_p != NULL) {
-        status = cux_ipc_import_rkey_hold(ukey, &region);
-        if (status == UCS_OK) {
-            mapped     = region->mapped;
-            *release_p = region;
-        }
-    } else {
-        status = cux_ipc_import_rkey_attach(ukey, &mapped);
-    }
-    if (status != UCS_OK) {
-        ucs_debug("cuda_ipc: no device memory element for pid %d's allocation 0x%" PRIx64 "+%" PRIu64 ": %s",
-                  ukey->key.pid, ukey->key.base, ukey->key.length, ucs_status_string(status));
-        return status;
-    }
-    *mapped_offset_p = (ptrdiff_t)((uintptr_t)mapped - (uintptr_t)ukey->key.base);
-    return UCS_OK;
-}
-
-static UCS_F_MAYBE_UNUSED void cux_ipc_device_mem_elem_put(void *release_handle)
-{
-    if (release_handle != NULL) {
-        cux_ipc_import_put(release_handle);
-    }
-}
-
 CUX_GET_DEVICE_EP_FUNC(cux_ipc_device_get_device_ep, cux_ipc_device_ep)
-CUX_MEM_ELEM_PACK_FUNC(cux_ipc_device_mem_elem_pack, cux_ipc_device_mem_elem)
-CUX_MEM_ELEM_RELEASE_FUNC(cux_ipc_device_mem_elem_release, cux_ipc_device_mem_elem_put)
+CUX_MEM_ELEM_PACK_FUNC(cux_ipc_device_mem_elem_pack, cux_ipc_device_elem_map)
+CUX_MEM_ELEM_RELEASE_FUNC(cux_ipc_device_mem_elem_release, cux_ipc_device_elem_unmap)
 
 #endif
