@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -101,6 +104,37 @@ private:
 
     std::vector<std::string> m_lines;
     ucs_log_level_t          m_level;
+};
+
+/* CAP_SYS_PTRACE out of the calling thread's effective set while it lives (root may read any process otherwise;
+ * threads made before keep theirs). */
+class without_ptrace_capability {
+public:
+    without_ptrace_capability() { m_changed = set(false); }
+    ~without_ptrace_capability()
+    {
+        if (m_changed) {
+            set(true);
+        }
+    }
+
+private:
+    static bool set(bool on)
+    {
+        __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct data[2];
+        if (syscall(SYS_capget, &hdr, data) != 0) {
+            return false;
+        }
+        bool had = data[0].effective & (1u << CAP_SYS_PTRACE);
+        if (on) {
+            data[0].effective |= (1u << CAP_SYS_PTRACE);
+        } else {
+            data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        }
+        return (syscall(SYS_capset, &hdr, data) == 0) && (on || had);
+    }
+    bool m_changed;
 };
 
 class ipc_transport : public transport_test {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 extern "C" {
+#include <ucs/sys/sys.h>
 #include "base/cux_fd_passing.h"
 #include "ipc/cux_ipc_cache.h"
 #include "ipc/cux_ipc_channel.h"
@@ -94,6 +95,9 @@ struct fake_server {
     int                  take_fd;   /* TAKE_FD: this descriptor (a refusal when -1) */
     int                  extra_fds; /* descriptors attached to every reply (0: none) */
     bool                 own_pid_namespace; /* runs as pid 1 of a PID namespace of its own (root) */
+    bool                 guesses;   /* HELLO: answers without the secret (a stranger that found the socket) */
+    bool                 nodump;    /* non-dumpable: a process without CAP_SYS_PTRACE may not read its namespace */
+    bool                 itself;    /* the claim names its own pid and start time */
 };
 
 /* A child process listening as token in dir and answering as told; its pid (the outer one where it runs in a
@@ -107,6 +111,9 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the test */
+        if (how.nodump) {
+            prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
         if (how.own_pid_namespace) {
             enter_own_pid_namespace();
         }
@@ -117,6 +124,11 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
         bool ok = (fd >= 0) && (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) == 0) && (listen(fd, 64) == 0);
         (void)!write(ready[1], ok ? "y" : "n", 1);
         int nul = open("/dev/null", O_RDONLY);
+        fake_server me = how;
+        if (how.itself) {
+            me.claim.pid        = getpid();
+            me.claim.start_time = ucs_sys_get_proc_create_time(getpid());
+        }
         for (;;) {
             int conn = accept(fd, nullptr, nullptr);
             if (conn < 0) {
@@ -132,7 +144,9 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
                 reply.status = UCS_ERR_UNREACHABLE;
                 if (req.op == CUX_IPC_CHANNEL_HELLO) {
                     reply.status = UCS_OK;
-                    reply.proof  = cux_ipc_proof_hello_hash(&how.claim, req.hello.nonce);
+                    cux_ipc_iface_addr_t known = me.claim;
+                    known.secret = how.guesses ? 0 : known.secret;
+                    reply.proof  = cux_ipc_proof_hello_hash(&known, req.hello.nonce);
                     len         += sizeof(reply.proof);
                 } else if ((req.op == CUX_IPC_CHANNEL_PROVE) && how.prove_ok) {
                     reply.status = UCS_OK;
@@ -475,9 +489,52 @@ TEST_F(ipc_channel, a_process_of_our_namespace_that_claims_another_is_no_peer)
     }
     EXPECT_EQ(0, remote(peer_op::check, reply.a, size, 401)) << "the third process's buffer changed";
     stop_fake_server(server);
+
+    /* A process of ours claiming its own pid, where its namespace cannot be read (it is non-dumpable, this thread
+     * has no CAP_SYS_PTRACE): the kernel still shows it in our namespace (one level of pids), so it is no peer. */
+    fake_server own = how;
+    own.nodump      = true;
+    own.itself      = true;
+    own.claim.channel = token + 1;
+    server = start_fake_server(m_dir, token + 1, own);
+    ASSERT_GT(server, 0);
+    {
+        std::vector<uint8_t> itself = forged_addresses([&](cux_ipc_iface_addr_t &a) {
+            a            = own.claim;
+            a.pid        = server;
+            a.start_time = ucs_sys_get_proc_create_time(server);
+        });
+        without_ptrace_capability scope;
+        EXPECT_EQ(nullptr, ep_to(m_iface, itself.data(), itself.data() + m_hello.a))
+            << "a process of our namespace, whose namespace could not be read, taken for a peer of another";
+    }
+    stop_fake_server(server);
     req = {};
     req.op = peer_op::free; req.a = reply.a;
     m_peer->call(req);
+}
+
+/* A process that found a contained peer's socket name (the directory lists them) and serves one of its own under
+ * the peer's address without knowing its secret cannot answer the challenge: refused, even where the kernel shows
+ * no more of it than its connection. */
+TEST_F(ipc_containers, a_listener_that_does_not_know_the_addresss_secret_is_refused)
+{
+    listeners_unshown unshown(2);
+    start_peer(nullptr, true);
+    ASSERT_FALSE(HasFatalFailure());
+    const uint64_t token = 0xa4d17e0005ull;
+    std::vector<uint8_t> forged = forged_addresses([&](cux_ipc_iface_addr_t &a) { a.channel = token; });
+    fake_server how = {};
+    how.claim       = iface_addr_of(forged, m_hello.a);
+    how.prove_ok    = true;
+    how.take_fd     = -1;
+    how.guesses     = true;
+    pid_t server    = start_fake_server(m_dir, token, how);
+    ASSERT_GT(server, 0);
+    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
+                                        (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
+    EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
+    stop_fake_server(server);
 }
 
 /* A listener the kernel shows in a namespace below ours is the process its address names, or no peer: a process
