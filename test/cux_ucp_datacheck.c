@@ -5,7 +5,7 @@
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
  *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] [--rounds N]
- *                 [--only I,J,...] [--sweep | SIZE...]
+ *                 [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -19,7 +19,13 @@
  * second side then kills itself while the first has a rendezvous send to it outstanding, and that send must
  * end (in an error) instead of hanging. --only runs the cases
  * of those indices (0-based, in the order printed). --threads N: each process has one UCP worker in
- * UCS_THREAD_MODE_MULTI and N threads that use it at once, each with buffers and tags of its own.
+ * UCS_THREAD_MODE_MULTI and N threads that use it at once, each with buffers and tags of its own; the first thread
+ * of a process that fails ends the others' waits.
+ *
+ * Every case ends with a verdict in bounded time: a request or a step of the peer that does not complete within
+ * --wait-limit seconds (default 120: far beyond any transfer here) fails the case with "no completion", whatever
+ * lost it. CUX_TEST_DATACHECK_DROP=T makes the sending side's thread T skip its first send, as a lost message
+ * would (for the test of that bound).
  *
  * The "across two allocations" cases map two cuMemCreate allocations one after another into one reserved range,
  * as PyTorch's expandable segments do, and every message longer than 4 KB spans the boundary.
@@ -120,6 +126,9 @@ static size_t check_sizes[CHECK_MAX_SIZES] = {8, 65539, 1 << 20, 16 << 20};
 static int    check_num_sizes = 4;
 static int    check_rounds    = 2;
 static int    check_fill_sync = 0;
+static double check_wait_limit = 120;  /* seconds a request or the peer's step may take before the case fails */
+static int    check_drop_thread = -1;  /* CUX_TEST_DATACHECK_DROP: this sending thread skips its first send */
+static int    check_thread_failed;     /* a thread of this process failed: the others stop waiting */
 static int    check_peer_errors = 0;
 static int    check_kill_peer   = 0;
 static int    check_pid_namespace = 0;
@@ -587,6 +596,7 @@ static int peer_gone(int fd)
 
 static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
 {
+    struct timespec start, now;
     ucs_status_t status;
     unsigned long n = 0;
 
@@ -597,11 +607,26 @@ static int ucp_wait(ucp_worker_h worker, void *req, const char *what, int fd)
     if (req == NULL) {
         return 0;
     }
+    clock_gettime(CLOCK_MONOTONIC, &start);
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         ucp_worker_progress(worker);
-        if ((++n % 4096 == 0) && peer_gone(fd)) {
+        if (++n % 4096 != 0) {
+            continue;
+        }
+        /* the request stays with UCP, which this process leaves soon after */
+        if (peer_gone(fd)) {
             fprintf(stderr, "%s: the peer process gave up\n", what);
-            return -1; /* the request stays with UCP, which this process leaves at once */
+            return -1;
+        }
+        if (__atomic_load_n(&check_thread_failed, __ATOMIC_RELAXED)) {
+            fprintf(stderr, "%s: another thread of this process failed\n", what);
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec) > check_wait_limit) {
+            fprintf(stderr, "%s: no completion after %.0f s (a lost message or completion)\n", what,
+                    check_wait_limit);
+            return -1;
         }
     }
     ucp_request_free(req);
@@ -651,6 +676,14 @@ static int check_buffer(const check_mem_t *mem, uint8_t *buf, uint8_t *host, siz
     return 0;
 }
 
+/* Is this the send of the thread that skips its first one (CUX_TEST_DATACHECK_DROP)? Once. */
+static int drop_this_send(int thread)
+{
+    int expected = thread;
+
+    return __atomic_compare_exchange_n(&check_drop_thread, &expected, -1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 /* Both sides finish a step before the next: a failure ends the case on both. */
 static int sync_step(int fd, int rc)
 {
@@ -681,7 +714,8 @@ static int run_rounds(const check_mem_t *mem, int first, ucp_worker_h worker, uc
         if (first) {
             snprintf(what, sizeof(what), "thread %d, round %d, sent back", thread, r);
             rc = fill_message(mem, msg, host, size, 2 * r) ||
-                 ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag, &rparam), "tag send", fd) ||
+                 (drop_this_send(thread) ? 0 :
+                  ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag, &rparam), "tag send", fd)) ||
                  ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag | 1, (ucp_tag_t)-1, &rparam),
                           "tag receive", fd) ||
                  check_buffer(mem, buf, host, size, 2 * r + 1, what);
@@ -724,6 +758,9 @@ static void *run_thread(void *arg)
     t->rc = cu.ctx_set(check_ctx) ? -1 : 0;
     for (s = 0; (s < check_num_sizes) && (t->rc == 0); ++s) {
         t->rc = run_rounds(t->mem, t->first, t->worker, t->ep, t->fd, t->buf, t->host, check_sizes[s], t->thread);
+    }
+    if (t->rc != 0) {
+        __atomic_store_n(&check_thread_failed, 1, __ATOMIC_RELAXED);
     }
     return NULL;
 }
@@ -848,6 +885,9 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
         max = (check_sizes[s] > max) ? check_sizes[s] : max;
     }
     total = CHECK_LEAD + max + CHECK_GUARD;
+    /* the peer's steps (sync_step) are waited for as long as a request */
+    struct timeval limit = {.tv_sec = (time_t)check_wait_limit, .tv_usec = 0};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
     rc    = cuda_open(mem->device);
     if (rc != 0) {
         return rc;
@@ -1032,6 +1072,8 @@ int main(int argc, char **argv)
             check_threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
             check_rounds = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--wait-limit") && (i + 1 < argc)) {
+            check_wait_limit = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--sweep")) {
             check_num_sizes = 0;
             for (size_t small = 1; small <= 9; small = (small == 1) ? 7 : small + 1) {
@@ -1047,15 +1089,19 @@ int main(int argc, char **argv)
             check_num_sizes            = sizes_given;
         } else {
             fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] "
-                    "[--rounds N] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
+                    "[--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }
     if ((check_rounds < 1) || (check_rounds > 16384) || (check_num_sizes == 0) || (check_threads < 1) ||
-        (check_threads > CHECK_MAX_THREADS) || (check_kill_peer && (check_threads > 1))) {
-        fprintf(stderr, "%s: 1 to 16384 rounds, at least one size, 1 to %d threads (one with --kill-peer)\n",
-                argv[0], CHECK_MAX_THREADS);
+        (check_threads > CHECK_MAX_THREADS) || (check_kill_peer && (check_threads > 1)) ||
+        !(check_wait_limit >= 1) || (check_wait_limit > 86400)) {
+        fprintf(stderr, "%s: 1 to 16384 rounds, at least one size, 1 to %d threads (one with --kill-peer), a wait "
+                "limit of 1 to 86400 s\n", argv[0], CHECK_MAX_THREADS);
         return 2;
+    }
+    if (getenv("CUX_TEST_DATACHECK_DROP") != NULL) {
+        check_drop_thread = atoi(getenv("CUX_TEST_DATACHECK_DROP"));
     }
     printf("sizes: %d (%zu to %zu bytes), %d round trips each%s, fills %s\n", check_num_sizes, check_sizes[0],
            check_sizes[check_num_sizes - 1], check_rounds, (check_threads > 1) ? " in every thread" : "",

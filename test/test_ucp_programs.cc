@@ -276,6 +276,20 @@ TEST_F(ucp_programs, ucp_data_check_with_threads_sharing_one_worker)
     EXPECT_EQ(std::string::npos, r.output.find("not thread-safe")) << r.output;
 }
 
+/* Issue 45, item 6: a data check ends with a verdict in bounded time, whatever goes wrong. A sending thread that
+ * never sends its first message (as a lost message or completion leaves it): both sides' threads give up after
+ * the wait limit and the case fails, where before both waited for each other until the suite's time-out. The
+ * verdict is a failure on any machine: only how soon it comes depends on the limit. */
+TEST_F(ucp_programs, a_data_check_whose_message_is_lost_ends_with_a_failure_in_bounded_time)
+{
+    command_result r = run_command(m_env + "CUX_MEMTYPE=query CUX_TEST_DATACHECK_DROP=2 UCX_TLS=self,sm,cuda_copy "
+                                   "timeout -k 5 300 " + m_run + " " + build_path("test/cux_ucp_datacheck") +
+                                   " --threads 4 --only 2 --wait-limit 10 8 65539");
+    EXPECT_EQ(1, r.status) << "exit 124 is the time-out's: no verdict\n" << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("0 passed, 1 failed")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("no completion after 10 s")) << r.output;
+}
+
 /* Every cuda_ipc key UCP packs is spoiled in both processes (test/preload/spoil_keys.c): corrupt, of an older
  * format, or no key at all. UCP 1.13 aborts an importer whose unpack fails with anything but
  * UCS_ERR_UNREACHABLE; the module answers that for every key it cannot use, so the rendezvous carries on
