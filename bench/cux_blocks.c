@@ -50,7 +50,7 @@
  * the global symbol scope, as a program linked with libcuda is.
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>

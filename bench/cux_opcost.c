@@ -18,7 +18,6 @@
 #include "ipc/cux_ipc_proof.h"
 #include "ipc/cux_ipc_import.h"
 
-#include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>

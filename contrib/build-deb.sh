@@ -7,7 +7,7 @@
 #
 #   contrib/build-deb.sh [OUTDIR]        (default ./build-deb; prints the package's path last)
 #
-# CUDA_HOME (default /usr/local/cuda) names the CUDA toolkit whose headers it is built with.
+# No CUDA toolkit is needed (the module declares the driver's API itself).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$top/build-deb}" && cd "${1:-$top/build-deb}" && pwd)
@@ -15,7 +15,6 @@ cd "$top"
 
 src_line=$(contrib/install-deps.sh deps | tail -n 1)
 export UCX_SRC=${src_line##*source tree: }
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 
 # dpkg-buildpackage writes its results beside the source tree: a scratch copy keeps them (and the in-tree
 # autogen.sh output) out of this tree

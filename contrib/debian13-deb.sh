@@ -7,8 +7,8 @@
 #   contrib/debian13-deb.sh CHROOT_DIR UCX_GIT_DIR [OUTDIR]
 #
 # Creates CHROOT_DIR with debootstrap (mirror taken from this machine's own apt sources) unless it holds a
-# system already, copies this tree, the CUDA headers (CUDA_HOME, default /usr/local/cuda) and the UCX tag
-# matching trixie's libucx-dev into it, then inside: installs the build dependencies, builds the tree (for the
+# system already, copies this tree and the UCX tag matching trixie's libucx-dev into it (no CUDA toolkit: the
+# module declares the driver's API itself), then inside: installs the build dependencies, builds the tree (for the
 # mock driver) and runs test/run-deb.sh, which builds the package, installs it, checks it (ucx_info -d and
 # ucx-cuda-run --check on the mock driver), removes it and verifies libucx0. The package and logs land in
 # OUTDIR (default ./build-deb-trixie). Needs root.
@@ -17,7 +17,6 @@ root=${1:?usage: debian13-deb.sh CHROOT_DIR UCX_GIT_DIR [OUTDIR]}
 ucx_git=${2:?usage: debian13-deb.sh CHROOT_DIR UCX_GIT_DIR [OUTDIR]}
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${3:-$top/build-deb-trixie}" && cd "${3:-$top/build-deb-trixie}" && pwd)
-cuda=${CUDA_HOME:-/usr/local/cuda}
 
 if [ ! -x "$root/usr/bin/apt-get" ]; then
     mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
@@ -32,10 +31,9 @@ chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-in
 ver=$(chroot "$root" dpkg-query -W -f='${Version}' libucx-dev)
 upstream=${ver%%+*}; upstream=${upstream%%-*}
 
-rm -rf "$root/build" && mkdir -p "$root/build/src" "$root/build/ucx-$upstream" "$root/usr/local/cuda"
+rm -rf "$root/build" && mkdir -p "$root/build/src" "$root/build/ucx-$upstream"
 git -C "$top" ls-files -z | tar -C "$top" --null -T - -cf - | tar -C "$root/build/src" -xf -
 git -C "$ucx_git" archive "v$upstream" src configure.ac | tar -C "$root/build/ucx-$upstream" -xf -
-cp -aL "$cuda/include" "$root/usr/local/cuda/"
 
 cat >"$root/build/run.sh" <<EOF
 #!/bin/bash

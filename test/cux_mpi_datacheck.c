@@ -12,7 +12,8 @@
  * there are two.
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
+#include <stdint.h>
 #include <dlfcn.h>
 #include <mpi.h>
 #include <stdio.h>

@@ -47,7 +47,7 @@
  * with libcuda would be (CUX_DRIVER_PATH picks another driver, such as the tests' mock).
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <poll.h>

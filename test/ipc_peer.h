@@ -7,7 +7,7 @@
 #define CUX_IPC_PEER_H_
 
 #include <cstdint>
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <sys/types.h>
 
 namespace cux_test {

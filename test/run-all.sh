@@ -58,5 +58,7 @@ fi
 export CUX_TEST_DEB=${CUX_TEST_DEB:-1}
 # and runs make distcheck (test/run-distcheck.sh); CUX_TEST_DISTCHECK=0 leaves it out
 export CUX_TEST_DISTCHECK=${CUX_TEST_DISTCHECK:-1}
+# and builds the module with no CUDA toolkit in sight (test/run-no-toolkit.sh); CUX_TEST_NO_TOOLKIT=0 leaves it out
+export CUX_TEST_NO_TOOLKIT=${CUX_TEST_NO_TOOLKIT:-1}
 step "the suites, one line each as it starts" 20
 exec ../test/run-tests.sh

@@ -30,7 +30,7 @@ if [ -z "$cc" ] || ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { r
 fi
 
 mk() { sed -n "s/^$1 = //p" "$builddir/Makefile" | sed "s|\$(abs_top_builddir)|$builddir|g"; }
-cppflags="-I$top/src $(mk UCX_CPPFLAGS) $(mk CUDA_CPPFLAGS) -DCUX_UCX_VERNUM=$(mk CUX_UCX_VERNUM) -DCUX_UCX_RELEASE=$(mk CUX_UCX_RELEASE)"
+cppflags="-I$top/src $(mk UCX_CPPFLAGS) -DCUX_UCX_VERNUM=$(mk CUX_UCX_VERNUM) -DCUX_UCX_RELEASE=$(mk CUX_UCX_RELEASE)"
 libs="-L$builddir/ucx-build/lib -Wl,-rpath,$(mk UCX_LIBDIR) -luct -lucs -ldl -lpthread"
 
 # The module's own sources, all of them instrumented: the target registers the components itself (the module's

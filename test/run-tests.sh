@@ -9,7 +9,8 @@
 #      peer sends to cuda_ipc (test/run-fuzz.sh, one test: 10 million executions; passed, failed (a finding, or a
 #      rate that means the fuzzer is broken), or skipped without clang), then the
 #      Debian package (test/run-deb.sh, one test, with CUX_TEST_DEB=1 only: it installs into the system), then
-#      make distcheck (test/run-distcheck.sh, one test, with CUX_TEST_DISTCHECK=1 only), then whether the module
+#      make distcheck (test/run-distcheck.sh, one test, with CUX_TEST_DISTCHECK=1 only), then a build with no CUDA
+#      toolkit in sight (test/run-no-toolkit.sh, one test, with CUX_TEST_NO_TOOLKIT=1 only), then whether the module
 #      the README's first command installed still loads (test/run-installed.sh, one test, skipped where none was
 #      installed by hand), then the parity suite as on a 12.0 driver.
 #      Skipped with CUX_TEST_NO_MOCK=1.
@@ -35,7 +36,7 @@ about() {
     local m
     case $1 in
     system-driver) m=1 ;; mock-driver) m=7 ;; mock-driver-1gpu) m=2 ;; fuzz) m=2 ;; deb) m=2 ;; distcheck) m=4 ;;
-    sanitizers-cpu) m=1 ;; sanitizers-mock) m=3 ;; sanitizers-thread) m=1 ;; *) m=0 ;;
+    sanitizers-cpu) m=1 ;; sanitizers-mock) m=3 ;; sanitizers-thread) m=1 ;; no-toolkit) m=8 ;; *) m=0 ;;
     esac
     if [ "$m" -gt 0 ]; then
         echo "about $m min, $(( ($(date +%s) - t_start) / 60 )) min in"
@@ -116,6 +117,8 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # so only where asked (test/run-all.sh, CI); then make distcheck (test/run-distcheck.sh), likewise
     run_script_if_asked CUX_TEST_DEB deb run-deb.sh "builds, installs and removes the Debian package"
     run_script_if_asked CUX_TEST_DISTCHECK distcheck run-distcheck.sh "runs make distcheck"
+    # the module built, installed and loaded with no CUDA toolkit in sight (test/run-no-toolkit.sh), likewise
+    run_script_if_asked CUX_TEST_NO_TOOLKIT no-toolkit run-no-toolkit.sh "builds it with /usr/local/cuda hidden"
     # the module the README's first command installed by hand still loads after all of it (skipped where none is)
     echo "=== installed ($(about installed)): test/run-installed.sh"
     run_script run-installed.sh

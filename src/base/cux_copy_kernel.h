@@ -12,7 +12,7 @@
 #ifndef CUX_COPY_KERNEL_H_
 #define CUX_COPY_KERNEL_H_
 
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <stddef.h>
 #include <ucs/type/status.h>
 

@@ -9,16 +9,16 @@
 #ifndef CUX_DRIVER_H_
 #define CUX_DRIVER_H_
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
+#include "driver/cux_cuda.h"
+
 #include <ucs/type/status.h>
 #include <ucs/debug/log_def.h>
 
 /*
  * Every driver function the plugin calls, with the CUDA version whose ABI we use. The same base name can
- * change its signature between versions (CUDA 13's cuCtxGetDevice takes a context argument), so each entry
- * point is typed with cudaTypedefs.h's PFN_<name>_v<version> and requested from cuGetProcAddress at exactly
- * that version. The fields take the names cuda.h maps them to (cuMemAlloc -> cuMemAlloc_v2), so
+ * change its signature between versions (CUDA 13's cuCtxGetDevice_v2 takes a context argument), so each entry
+ * point is typed with PFN_<name>_v<version> (cux_cuda.h) and requested from cuGetProcAddress at exactly that
+ * version. The fields take the names cux_cuda.h maps them to (cuMemAlloc -> cuMemAlloc_v2), so
  * cux_drv.cuMemAlloc(...) reads like the plain API.
  */
 #define CUX_DRIVER_FUNCS(_f) \

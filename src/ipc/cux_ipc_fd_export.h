@@ -14,7 +14,7 @@
 
 #include "base/cux_ptr.h"
 
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <ucs/type/spinlock.h>
 #include <ucs/type/status.h>
 #include <stdint.h>

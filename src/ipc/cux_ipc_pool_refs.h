@@ -14,7 +14,7 @@
 #ifndef CUX_IPC_POOL_REFS_H_
 #define CUX_IPC_POOL_REFS_H_
 
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <ucs/type/status.h>
 
 /*

@@ -7,7 +7,7 @@
 #ifndef CUX_IPC_RKEY_H_
 #define CUX_IPC_RKEY_H_
 
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <ucs/type/status.h>
 #include <stdint.h>
 

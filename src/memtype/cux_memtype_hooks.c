@@ -17,7 +17,7 @@
  * (UCM_EVENT_FLAG_EXISTING_ALLOC), by interposing ucm_set_event_handler too.
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #define MOCK_H_
 
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/sys/module.h>
-#include <cuda.h>
+#include "driver/cux_cuda.h"
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
