@@ -110,3 +110,52 @@ TEST_F(launcher_check, no_check_program)
     EXPECT_NE(0, r.status);
     EXPECT_TRUE(starts(line(r, "check program"), "FAIL")) << r.output;
 }
+
+/* Issue 49, item 2: a driver older than CUDA 12.0 (the mock as an 11.8 driver) is named as the cause in the driver's
+ * own line, where it said OK and then "FAIL transports: see the lines above" with nothing failed above. */
+TEST_F(launcher_check, a_driver_older_than_cuda_12_is_the_cause_it_names)
+{
+    command_result r = check("MOCK_CUDA_MODE=old");
+    EXPECT_NE(0, r.status);
+    EXPECT_TRUE(starts(line(r, "CUDA driver"), "FAIL")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("driver 11.8")) << r.output;
+    EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("older than CUDA 12.0")) << r.output;
+}
+
+/* Issue 49, item 8: --check says which launcher and module run, and warns when PATH holds another launcher (a hand
+ * install in /usr/local/bin goes before the package's in /usr/bin). */
+TEST_F(launcher_check, it_says_which_launcher_and_module_run_and_warns_of_another_on_path)
+{
+    const std::string own = "PATH=/usr/bin:/bin";
+    command_result alone  = check(own);
+    EXPECT_TRUE(starts(line(alone, "launcher"), "OK")) << alone.output;
+    EXPECT_NE(std::string::npos, line(alone, "launcher").find(build_path("ucx-cuda-run"))) << alone.output;
+    EXPECT_NE(std::string::npos, line(alone, "launcher").find("libuct_cuda.so.0")) << alone.output;
+
+    const std::string dir = build_path("test/another-launcher");
+    ASSERT_EQ(0, run_command("mkdir -p " + dir + " && printf '#!/bin/sh\\n' >" + dir +
+                             "/ucx-cuda-run && chmod +x " + dir + "/ucx-cuda-run").status);
+    command_result two = check("PATH=" + dir + ":/usr/bin:/bin");
+    EXPECT_TRUE(starts(line(two, "launcher"), "WARN")) << two.output;
+    EXPECT_NE(std::string::npos, line(two, "launcher").find(dir + "/ucx-cuda-run")) << two.output;
+    EXPECT_NE(std::string::npos, line(two, "launcher").find("make uninstall")) << two.output;
+    run_command("rm -rf " + dir);
+}
+
+/* Issue 49, item 3: --help and -h print the usage, --check in it; no program, or an unknown option, is a usage
+ * error. */
+TEST_F(launcher_check, help_prints_the_usage_and_a_wrong_call_is_a_usage_error)
+{
+    for (const char *how : {"--help", "-h"}) {
+        command_result r = run_command(launcher_env() + build_path("ucx-cuda-run") + " " + how);
+        EXPECT_EQ(0, r.status) << how << ": " << r.output;
+        for (const char *word : {"--check", "--env", "PROGRAM"}) {
+            EXPECT_NE(std::string::npos, r.output.find(word)) << how << ": " << r.output;
+        }
+    }
+    for (const char *args : {"", "--bogus"}) {
+        command_result r = run_command(launcher_env() + build_path("ucx-cuda-run") + " " + args);
+        EXPECT_EQ(2, r.status) << "'" << args << "': " << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("--check")) << r.output;
+    }
+}

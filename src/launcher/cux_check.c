@@ -13,7 +13,8 @@
  * the module into.
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "driver/cux_cuda.h"
+#include "driver/cux_driver.h" /* CUX_DRIVER_MIN_VERSION (the loader itself is not linked) */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -95,7 +96,12 @@ static int check_driver(int report)
         count = 0;
     }
     drv.version(&version);
-    if (report && (count == 0)) {
+    if (report && (version < CUX_DRIVER_MIN_VERSION)) {
+        check_line("FAIL", "CUDA driver", "driver %d.%d from %s is older than CUDA %d.%d, the oldest the module "
+                   "supports (it then offers no transports): install an NVIDIA driver of the 525 series or later",
+                   version / 1000, version % 1000 / 10, path, CUX_DRIVER_MIN_VERSION / 1000,
+                   CUX_DRIVER_MIN_VERSION % 1000 / 10);
+    } else if (report && (count == 0)) {
         check_line("FAIL", "CUDA driver", "driver %d.%d loads but sees no GPU: check CUDA_VISIBLE_DEVICES and "
                    "nvidia-smi (the transports report no devices)", version / 1000, version % 1000 / 10);
     } else if (report) {
@@ -257,7 +263,7 @@ static void check_after(void)
 
     if ((copy == 0) && (ipc == 0)) {
         check_line("FAIL", "transports", "UCX shows no CUDA transport: see the lines above (driver, UCX version, "
-                   "module)");
+                   "module); UCX_LOG_LEVEL=debug ucx-cuda-run --check says why");
     } else {
         check_line(ipc ? "OK" : "WARN", "transports", "cuda_copy: %d device%s, cuda_ipc: %d device%s%s", copy,
                    (copy == 1) ? "" : "s", ipc, (ipc == 1) ? "" : "s",
