@@ -16,7 +16,10 @@ export DEBIAN_FRONTEND=noninteractive
 
 add_deb_src() {
     local d=/etc/apt/sources.list.d f out=/etc/apt/sources.list.d/uct-cuda-deb-src.sources
-    [ -e "$out" ] && return 0
+    if [ -e "$out" ]; then
+        $sudo chmod 644 "$out" # an older run of this script made it 0600
+        return 0
+    fi
     if grep -rqsE '^\s*Types:.*deb-src|^\s*deb-src\s' /etc/apt/sources.list $d 2>/dev/null; then
         return 0
     fi
@@ -32,10 +35,11 @@ add_deb_src() {
         [ -e "$f" ] || continue
         sed -n 's/^\s*deb\s/deb-src /p' "$f" >>"$tmp.list"
     done 2>/dev/null || true
+    # readable by everyone, as apt's other sources are (mktemp made them 0600)
     if [ -s "$tmp" ]; then
-        $sudo cp "$tmp" "$out"
+        $sudo install -m 644 "$tmp" "$out"
     elif [ -s "$tmp.list" ]; then
-        $sudo cp "$tmp.list" "${out%.sources}.list"
+        $sudo install -m 644 "$tmp.list" "${out%.sources}.list"
     else
         echo "install-deps: no apt source found to derive a deb-src entry from" >&2
         exit 1
@@ -49,7 +53,8 @@ add_deb_src() {
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
     build-essential autoconf automake libtool pkg-config dpkg-dev debhelper fakeroot \
-    libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3 >/dev/null
+    libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3 \
+    lintian >/dev/null
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)
 upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}

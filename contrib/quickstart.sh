@@ -10,6 +10,9 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 prefix=${UCX_PREFIX:-/usr}
+# what this script says is kept in build/quickstart.log too (the README's test command checks its last lines)
+mkdir -p build
+exec > >(tee build/quickstart.log) 2>&1
 
 if [ -z "${UCX_SRC:-}" ]; then
     src_line=$(contrib/install-deps.sh deps | tail -n 1)
@@ -18,10 +21,22 @@ fi
 [ -x configure ] || ./autogen.sh >/dev/null
 mkdir -p build
 cd build
-../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" >configure.log 2>&1 || { tail -n 20 configure.log; exit 1; }
-make -j"$(nproc)" >make.log 2>&1 || { tail -n 30 make.log; exit 1; }
-make install >install.log 2>&1 || { tail -n 20 install.log; exit 1; }
+../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" >configure.log 2>&1 ||
+    { tail -n 20 configure.log; echo "quickstart: configure failed: build/configure.log"; exit 1; }
+make -j"$(nproc)" >make.log 2>&1 || { tail -n 30 make.log; echo "quickstart: the build failed: build/make.log"; exit 1; }
 moduledir=$(sed -n 's/^moduledir = //p' Makefile)
+# make install writes into UCX's module directory, which is root's (and a launcher into /usr/local/bin)
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+        echo "quickstart: built in build/; installing writes $moduledir, which needs root: run this as root, or" \
+             "'sudo make -C build install'" >&2
+        exit 1
+    fi
+    sudo="sudo"
+    echo "quickstart: installing into $moduledir with sudo"
+fi
+$sudo make install >install.log 2>&1 || { tail -n 20 install.log; echo "quickstart: make install failed: build/install.log"; exit 1; }
 module="$moduledir/libuct_cuda.so.0"
 echo "installed $module"
 
@@ -48,3 +63,10 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
     echo "--- no GPU here: skipping the transfer demo"
 fi
+cat <<EOT
+--- done. The build's logs: build/configure.log, build/make.log, build/install.log; this: build/quickstart.log. Next:
+    test/run-all.sh                       every test (the mock driver stands in for a GPU where there is none)
+    ucx-cuda-run --check                  on a GPU host: whether everything is in place
+    UCX_TLS=self,sm,cuda_copy,cuda_ipc ucx-cuda-run ucx_perftest ...   (README, "Running programs")
+    make -C build uninstall               to remove what this installed (as root)
+EOT

@@ -89,7 +89,13 @@ for cux_lib in ucs uct ucp; do
 done
 
 UCX_CPPFLAGS="-include \$(abs_top_builddir)/ucx-build/config.h -I\$(abs_top_builddir)/ucx-build -DHAVE_CONFIG_H -I$with_ucx_src/src -I$with_ucx/include"
-UCX_LDFLAGS="-L\$(abs_top_builddir)/ucx-build/lib -Wl,-rpath,$cux_ucx_libdir"
+# A run path only where the dynamic linker would not find these very libraries by itself (a UCX in a prefix of its
+# own): one to a directory it searches anyway is what Debian's lintian calls custom-library-search-path.
+cux_ucx_rpath="-Wl,-rpath,$cux_ucx_libdir"
+cux_ucx_found=$(/sbin/ldconfig -p 2>/dev/null | sed -n 's/^.*libucs\.so\.0 (.*) => //p' | head -n 1)
+AS_IF([test -n "$cux_ucx_found" &&
+       test "$(readlink -f "$cux_ucx_found")" = "$(readlink -f "$cux_ucx_libdir/libucs.so.0")"], [cux_ucx_rpath=])
+UCX_LDFLAGS="-L\$(abs_top_builddir)/ucx-build/lib $cux_ucx_rpath"
 UCX_LIBS="-luct -lucs"
 AC_SUBST([UCX_CPPFLAGS])
 AC_SUBST([UCX_LDFLAGS])

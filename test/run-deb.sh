@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The Debian package, as a user meets it: contrib/build-deb.sh builds it, apt installs it, the installed
+# The Debian package, as a user meets it: contrib/build-deb.sh builds it, lintian judges it (where installed: no
+# error and no warning), apt installs it, the installed
 # ucx-cuda-run runs ucx_info -d and --check (on the mock driver of BUILDDIR, so that CUDA transports show), then
 # apt removes it and UCX's own files must be as they were (dpkg --verify libucx0, the module directory's
 # listing). A module installed by hand in UCX's module directory (contrib/quickstart.sh, the README's first
@@ -49,6 +50,13 @@ deb=$("$top/contrib/build-deb.sh" "$builddir/deb" 2>>"$log" | tail -n 1)
 echo "built $deb: $(dpkg-deb -f "$deb" Depends)" >>"$log"
 dpkg-deb -f "$deb" Depends | grep -q "libucx0 (= $(dpkg-query -W -f='${Version}' libucx0))" ||
     fail "the package does not depend on exactly the installed libucx0"
+# the package as Debian judges it, where lintian is installed (contrib/install-deps.sh installs it)
+judged="lintian not installed"
+if command -v lintian >/dev/null 2>&1; then
+    lintian --fail-on error,warning "$deb" >"$logs/deb-lintian.log" 2>&1 ||
+        { cat "$logs/deb-lintian.log" >>"$log"; fail "lintian finds errors or warnings: $(head -n 3 "$logs/deb-lintian.log" | tr '\n' ' ')"; }
+    judged="lintian clean"
+fi
 
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >"$logs/deb-install.log" 2>&1 ||
     { cat "$logs/deb-install.log" >>"$log"; fail "apt-get install"; }
@@ -78,6 +86,6 @@ env $mock CUX_MODULE="$hand" CUX_PERFTEST_LIB="$builddir/.libs/libcux_perftest.s
     grep -q 'Transport: cuda_ipc' "$logs/deb-hand-ucx-info.log" || fail "the module installed by hand does not load"
 dpkg --verify libucx0 >>"$log" 2>&1 || fail "libucx0 does not verify after removal"
 [ $placed = 0 ] || rm -f "$hand"
-echo "deb: $(basename "$deb") built, installed (the module installed by hand set aside), checked (ucx_info -d lists" \
+echo "deb: $(basename "$deb") built ($judged), installed (the module installed by hand set aside), checked (ucx_info -d lists" \
      "cuda_copy and cuda_ipc; --check all OK on the mock), removed (the module installed by hand back and loading);" \
      "UCX as it was"
