@@ -1047,3 +1047,24 @@ TEST(ipc_channel_server, a_failed_bind_removes_no_file)
     EXPECT_EQ(0, rc) << "3: it said it listens";
     run_command(std::string("rm -rf ") + dir);
 }
+
+/* Issue 49, item 7: a socket directory others may write (an emptyDir is 0777) is said once, with the remedy; one only
+ * its owner writes, or a sticky one (where no other user may remove another's file), is not. */
+TEST(ipc_channel_server, a_socket_directory_others_may_write_is_a_warning)
+{
+    for (mode_t mode : {0777, 0770, 01777, 0700}) {
+        SCOPED_TRACE(mode);
+        char dir[] = "/tmp/cux-sockets-XXXXXX";
+        ASSERT_NE(nullptr, mkdtemp(dir));
+        ASSERT_EQ(0, chmod(dir, mode));
+        size_t warned;
+        {
+            warnings_captured warnings;
+            ASSERT_EQ(UCS_OK, cux_ipc_channel_listen(dir, answer_ok));
+            cux_ipc_channel_unlisten();
+            warned = warnings.count("may be written by others");
+        }
+        EXPECT_EQ(((mode & 022) && !(mode & S_ISVTX)) ? 1u : 0u, warned);
+        run_command(std::string("rm -rf ") + dir);
+    }
+}

@@ -212,6 +212,20 @@ static void cux_ipc_channel_close_socket(void)
     cux_ipc_channel.token     = 0;
 }
 
+/* A directory that other users may write (without the sticky bit) lets them remove or replace the sockets there:
+ * cuda_ipc to this process would then fail. Said once, with the remedy. */
+static void cux_ipc_channel_check_dir(const char *dir)
+{
+    struct stat st;
+
+    if ((stat(dir, &st) == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "SOCKET_DIR=%s may be written by others (mode %03o, owner uid %u): "
+                 "they could remove or replace this process's socket there; make it mode 700 and owned by uid %u "
+                 "(docs/containers.md)", dir, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid,
+                 (unsigned)geteuid());
+    }
+}
+
 ucs_status_t cux_ipc_channel_listen(const char *dir, cux_ipc_channel_answer_t answer)
 {
     ucs_status_t status = UCS_OK;
@@ -241,6 +255,7 @@ ucs_status_t cux_ipc_channel_listen(const char *dir, cux_ipc_channel_answer_t an
     }
     strcpy(cux_ipc_channel.dir, dir); /* peers' sockets are still looked for there */
     cux_ipc_channel.answer = answer;
+    cux_ipc_channel_check_dir(dir);
     status = cux_ipc_channel_open_socket(dir);
     if (status != UCS_OK) {
         cux_ipc_channel.token = 0; /* our address names no socket */
