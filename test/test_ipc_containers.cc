@@ -234,6 +234,20 @@ protected:
         return addr;
     }
 
+    /* A fake server on token that serves the peer's address (naming that token) and answers as how says is neither
+     * reachable nor given an endpoint. */
+    void expect_refused_under_the_peers_address(uint64_t token, fake_server how)
+    {
+        std::vector<uint8_t> forged = forged_addresses([&](cux_ipc_iface_addr_t &a) { a.channel = token; });
+        how.claim    = iface_addr_of(forged, m_hello.a);
+        pid_t server = start_fake_server(m_dir, token, how);
+        ASSERT_GT(server, 0);
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
+                                            (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
+        EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
+        stop_fake_server(server);
+    }
+
     ucs_status_t zcopy_on(uct_ep_h ep, bool put, void *local, size_t size, uint64_t raddr, uct_rkey_t rkey)
     {
         uct_iov_t iov = {local, size, UCT_MEM_HANDLE_NULL, 0, 1};
@@ -522,19 +536,11 @@ TEST_F(ipc_containers, a_listener_that_does_not_know_the_addresss_secret_is_refu
     listeners_unshown unshown(2);
     start_peer(nullptr, true);
     ASSERT_FALSE(HasFatalFailure());
-    const uint64_t token = 0xa4d17e0005ull;
-    std::vector<uint8_t> forged = forged_addresses([&](cux_ipc_iface_addr_t &a) { a.channel = token; });
     fake_server how = {};
-    how.claim       = iface_addr_of(forged, m_hello.a);
     how.prove_ok    = true;
     how.take_fd     = -1;
     how.guesses     = true;
-    pid_t server    = start_fake_server(m_dir, token, how);
-    ASSERT_GT(server, 0);
-    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
-                                        (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
-    EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
-    stop_fake_server(server);
+    expect_refused_under_the_peers_address(0xa4d17e0005ull, how);
 }
 
 /* A listener the kernel shows in a namespace below ours is the process its address names, or no peer: a process
@@ -548,19 +554,11 @@ TEST_F(ipc_containers, a_listener_the_kernel_shows_must_be_the_process_its_addre
     EXPECT_EQ(CUX_IPC_OWNER_PROCESS, CUX_IPC_OWNER_KIND(r.owner)) << "R, which the kernel shows, is its process";
     EXPECT_EQ(CUX_IPC_OWNER_PROCESS | contained_addr().start_time, r.owner);
 
-    const uint64_t token = 0xa4d17e0004ull;
-    std::vector<uint8_t> forged = forged_addresses([&](cux_ipc_iface_addr_t &a) { a.channel = token; });
     fake_server how       = {};
-    how.claim             = iface_addr_of(forged, m_hello.a);
     how.prove_ok          = true;
     how.take_fd           = -1;
     how.own_pid_namespace = true; /* pid 1 of another namespace, as R is of its own */
-    pid_t server = start_fake_server(m_dir, token, how);
-    ASSERT_GT(server, 0);
-    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
-                                        (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
-    EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
-    stop_fake_server(server);
+    expect_refused_under_the_peers_address(0xa4d17e0004ull, how);
 }
 
 /* Probe "an impostor of a contained peer poisons the mapping cache for the true peer": mappings were keyed by what

@@ -298,23 +298,44 @@ ucs_status_t cux_ipc_proof_channel_open(cux_ipc_peer_t *peer, const cux_ipc_ifac
     return UCS_OK;
 }
 
-ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+/* One question about a key on the peer's connection, one at a time: the reply's length, or -1. *fd_p: a descriptor
+ * that came with it, the caller's (-1: none). */
+static ssize_t cux_ipc_proof_channel_ask_key(cux_ipc_peer_t *peer, uint32_t op, const cux_ipc_rkey_t *key,
+                                             uint32_t piece, cux_ipc_channel_reply_t *reply, int *fd_p)
 {
     cux_ipc_channel_request_t req;
-    cux_ipc_channel_reply_t reply;
+    ssize_t n;
+
+    memset(&req, 0, sizeof(req));
+    req.op    = op;
+    req.piece = piece;
+    req.key   = *key;
+    pthread_mutex_lock(&peer->channel_lock);
+    n = cux_ipc_channel_ask(peer->channel, &req, reply, fd_p);
+    pthread_mutex_unlock(&peer->channel_lock);
+    return n;
+}
+
+/* The same, for an answer that brings no descriptor (one that came anyway is closed). */
+static ssize_t cux_ipc_proof_channel_ask_key_only(cux_ipc_peer_t *peer, uint32_t op, const cux_ipc_rkey_t *key,
+                                                  cux_ipc_channel_reply_t *reply)
+{
     ssize_t n;
     int fd;
 
-    memset(&req, 0, sizeof(req));
-    req.op  = CUX_IPC_CHANNEL_PROVE;
-    req.key = *key;
-    pthread_mutex_lock(&peer->channel_lock);
-    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
-    pthread_mutex_unlock(&peer->channel_lock);
+    n = cux_ipc_proof_channel_ask_key(peer, op, key, 0, reply, &fd);
     if (fd >= 0) {
         close(fd);
     }
-    if ((n < 0) || (reply.status != UCS_OK)) {
+    return n;
+}
+
+ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
+{
+    cux_ipc_channel_reply_t reply;
+
+    if ((cux_ipc_proof_channel_ask_key_only(peer, CUX_IPC_CHANNEL_PROVE, key, &reply) < 0) ||
+        (reply.status != UCS_OK)) {
         return cux_ipc_peer_reject(peer, "pid %d of PID namespace %" PRIu64 " does not hold a key for 0x%" PRIx64
                                    "+%" PRIu64 " (forged, already deregistered, or the process is gone): refused",
                                    peer->pid, peer->pid_ns, key->base, key->length);
@@ -325,24 +346,12 @@ ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
 ucs_status_t cux_ipc_proof_channel_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece)
 {
     size_t len = key->span.count * sizeof(*piece);
-    cux_ipc_channel_request_t req;
     cux_ipc_channel_reply_t reply;
-    ssize_t n;
-    int fd;
 
-    if (key->span.count > CUX_IPC_SPAN_MAX) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    memset(&req, 0, sizeof(req));
-    req.op  = CUX_IPC_CHANNEL_SPAN;
-    req.key = *key;
-    pthread_mutex_lock(&peer->channel_lock);
-    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
-    pthread_mutex_unlock(&peer->channel_lock);
-    if (fd >= 0) {
-        close(fd);
-    }
-    if ((n != (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + len)) || (reply.status != UCS_OK)) {
+    if ((key->span.count > CUX_IPC_SPAN_MAX) ||
+        (cux_ipc_proof_channel_ask_key_only(peer, CUX_IPC_CHANNEL_SPAN, key, &reply) !=
+         (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + len)) ||
+        (reply.status != UCS_OK)) {
         return UCS_ERR_UNREACHABLE;
     }
     memcpy(piece, reply.piece, len);
@@ -351,18 +360,11 @@ ucs_status_t cux_ipc_proof_channel_span(cux_ipc_peer_t *peer, const cux_ipc_rkey
 
 int cux_ipc_proof_channel_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece)
 {
-    cux_ipc_channel_request_t req;
     cux_ipc_channel_reply_t reply;
     ssize_t n;
     int fd;
 
-    memset(&req, 0, sizeof(req));
-    req.op    = CUX_IPC_CHANNEL_TAKE_FD;
-    req.piece = piece;
-    req.key   = *key;
-    pthread_mutex_lock(&peer->channel_lock);
-    n = cux_ipc_channel_ask(peer->channel, &req, &reply, &fd);
-    pthread_mutex_unlock(&peer->channel_lock);
+    n = cux_ipc_proof_channel_ask_key(peer, CUX_IPC_CHANNEL_TAKE_FD, key, piece, &reply, &fd);
     if (((n < 0) || (reply.status != UCS_OK)) && (fd >= 0)) {
         close(fd);
         fd = -1;
