@@ -170,8 +170,9 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     if (ucs_unlikely(length == 0)) {
         return UCS_OK;
     }
-    /* A key reaches only the process this endpoint connects to (its memory proves the key on a cache miss;
-     * a hit needs the same process and allocation), so it cannot make this process touch another's memory. */
+    /* A key reaches only the process this endpoint connects to (the peer proves the key on a cache miss; a hit
+     * needs the same owner, as the kernel names the peer, and the same allocation), so it cannot make this process
+     * touch another's memory. */
     if (ucs_unlikely(!cux_ipc_peer_made(&ep->peer, key))) {
         return cux_ipc_peer_check_key(&ep->peer, key); /* refuses it, logging once per peer */
     }
