@@ -71,15 +71,12 @@ typedef struct cux_ipc_channel_reply {
 typedef size_t (*cux_ipc_channel_answer_t)(const cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply,
                                            int *fd_p);
 
-/* What the kernel says of the process listening at the other end of a connection (at its listen()). */
+/* What the kernel says of the process listening at the other end of a connection (at its listen()); its uid is
+ * ours, or there is no connection. */
 typedef struct cux_ipc_channel_listener {
-    uid_t uid;
     pid_t pid;   /* in this process's PID namespace; 0 where the listener is not visible from here */
     int   pidfd; /* SO_PEERPIDFD (Linux 6.5+), visible or not; -1 where the kernel gives none. The caller's. */
 } cux_ipc_channel_listener_t;
-
-/* Both sides: sends and receives on the connection give up after timeout seconds (1e9 or more: never). */
-void cux_ipc_channel_set_timeout(int fd, double timeout);
 
 /* --- the serving side (cux_ipc_channel_serve.c) --- */
 
@@ -97,7 +94,8 @@ const char *cux_ipc_channel_dir(void);
 /* --- the asking side (cux_ipc_channel_ask.c) --- */
 
 /* Connects to the socket of token in our directory, served by a process of our uid: the connection's descriptor
- * and what the kernel says of that process, or -1 (logged at debug level). */
+ * and what the kernel says of that process, or -1 (logged at debug level). Sends and receives on it give up after
+ * timeout seconds (1e9 or more: never). */
 int cux_ipc_channel_connect(uint64_t token, double timeout, cux_ipc_channel_listener_t *listener);
 /* Sends req (its magic and sequence number filled here) and receives its reply: the reply's length (at least
  * CUX_IPC_CHANNEL_REPLY_HEADER), or -1 when the peer did not answer in time, is gone, or answered out of

@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-void cux_ipc_channel_set_timeout(int fd, double timeout)
+static void cux_ipc_channel_set_timeout(int fd, double timeout)
 {
     struct timeval tv;
 
@@ -102,7 +102,6 @@ int cux_ipc_channel_connect(uint64_t token, double timeout, cux_ipc_channel_list
                   (len == sizeof(cred)) ? (int)cred.uid : -1);
         goto err;
     }
-    listener->uid = cred.uid;
     listener->pid = cred.pid;
     len           = sizeof(listener->pidfd);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &listener->pidfd, &len) != 0) {

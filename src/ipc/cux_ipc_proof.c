@@ -25,16 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
-
 #define CUX_IPC_IDENTITY_MAGIC 0x3459544e45444943ull /* "CIDENTY4": with the table of keys out */
 
 const char *cux_ipc_proof_mode_names[] = {
@@ -179,8 +169,7 @@ static ssize_t cux_ipc_read_peer(int32_t pid, uint64_t address, void *buf, size_
     return cux_ipc_peer_read_bounded(pid, address, buf, len);
 }
 
-/* The pidfd's process has not exited: a pid read before this was not reused in between. */
-static int cux_ipc_pidfd_alive(int pidfd)
+int cux_ipc_pidfd_alive(int pidfd)
 {
     return (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) || (errno == EPERM);
 }

@@ -23,7 +23,6 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,13 +31,6 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 #define CUX_IPC_PIDFS_MAGIC 0x50494446 /* "PIDF": pidfds have an inode of their process's own (Linux 6.9+) */
 
@@ -144,7 +136,7 @@ static int cux_ipc_proof_pidfd_is(int pidfd, pid_t pid)
         }
     }
     fclose(file);
-    return (named == pid) && (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 || errno == EPERM);
+    return (named == pid) && cux_ipc_pidfd_alive(pidfd);
 }
 
 /* A listener the kernel shows here: the process its address names, or not (why_p says how not). UCS_OK with

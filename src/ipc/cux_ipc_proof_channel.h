@@ -9,6 +9,7 @@
 #include "cux_ipc_proof.h"
 
 #include <ucs/debug/log.h>
+#include <sys/syscall.h>
 
 /* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
 #define cux_ipc_peer_reject(_peer, _fmt, ...) \
@@ -18,6 +19,20 @@
         (_peer)->logged = 1; \
         UCS_ERR_UNREACHABLE; \
     })
+
+/* pidfd system calls where the libc's headers are older than them. */
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* The pidfd's process has not exited: a pid read before this was not reused in between. */
+int cux_ipc_pidfd_alive(int pidfd);
 
 /* Random bytes (getrandom; a weaker fallback, said once, where there is no entropy source). */
 void cux_ipc_random(void *buf, size_t len);
