@@ -27,7 +27,7 @@ TEST(license, every_source_file_has_an_spdx_line)
 {
     namespace fs = std::filesystem;
     const std::string tag = "SPDX-License-Identifier: BSD-3-Clause";
-    const std::vector<std::string> exts = {".c", ".h", ".cc", ".sh", ".py", ".m4", ".am", ".ac", ".inc", ".in"};
+    const std::vector<std::string> exts = {".c", ".h", ".cc", ".cpp", ".sh", ".py", ".m4", ".am", ".ac", ".inc", ".in"};
     std::ifstream license(source_path("LICENSE"));
     std::string first;
     ASSERT_TRUE(std::getline(license, first)) << "no LICENSE in " << source_path("");
