@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# NIXL, the transfer library of vLLM, Dynamo and SGLang, over our module and over UCX's own on a GPU host
+# (issue 46), every module on the same UCX 1.22 core (built here with CUDA) and the same NIXL:
+#
+#   OUT=DIR contrib/gpu-host-nixl.sh CARRY [STAGES]
+#
+# CARRY holds ucx-1.22.0-src.tar.gz (contrib/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
+# with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22).
+# STAGES (default "build gtest sweep kv pidns faults"); a stage finds what "build" made when the machine still holds it:
+#   build   UCX 1.22 with CUDA into /opt/ucx-1.22-cuda (UCX's module kept in reference-module/), our module from
+#           the dist tarball against it, bench/cux_nixl_kv against NIXL;
+#   gtest   NIXL's own tests of its UCX backend (nixl-gtest, the UCX cases) with each module in place;
+#   sweep   nixlbench VRAM to VRAM, WRITE and READ: 4 KB-1 MB with 1-1,024 descriptors per transfer, and
+#           2-64 MB with 1-64 (nixlbench's check copies every descriptor to the host: 64 MB x 1,024 would be
+#           64 GB per configuration); the KV-cache shape (45 KB blocks, 1,024-4,096 per transfer);
+#   kv      bench/cux_nixl_kv: 45 KB blocks, 1,024 and 16,384 per transfer, one allocation per block and one for
+#           all, WRITE and READ, each block checked with a pattern of its own;
+#   pidns   the target in a PID namespace of its own (unshare --pid --fork --kill-child --mount-proc) with
+#           UCX_CUDA_IPC_SOCKET_DIR: nixlbench and cux_nixl_kv, and UCX_PROTO_INFO's word on the transport;
+#   faults  cux_nixl_kv -f kill and -f release with each module.
+# CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
+# CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_KV_BLOCKS the blocks per
+# transfer of the kv stage (default "1024 16384"). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
+set -u
+carry=$(cd "${1:?usage: gpu-host-nixl.sh CARRY [STAGES]}" && pwd)
+stages=${2:-build gtest sweep kv pidns faults}
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-/tmp/cux-out}
+prefix=/opt/ucx-1.22-cuda
+work=/tmp/cux-nixl
+nixl="$carry/nixl"
+repeats=${CUX_NIXL_REPEATS:-3}
+logs="$work/logs"
+report="$out/nixl.txt"
+mkdir -p "$out" "$logs"
+t0=$(date +%s)
+rc=0
+say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
+failed() { say "FAILED: $*"; rc=1; }
+finish() { tar -C "$work" -czf "$out/nixl-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
+has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
+ours="$work/build/.libs/libuct_cuda.so.0"
+kv="$work/cux_nixl_kv"
+ucx_module="$prefix/reference-module/libuct_cuda.so.0"
+export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN_DIR="$nixl/lib/plugins" \
+    UCX_WARN_UNUSED_ENV_VARS=n
+chmod -R u+w "$work" 2>/dev/null; chmod +x "$nixl"/bin/* 2>/dev/null
+
+say "stages: $stages; $(nvidia-smi -L | wc -l) GPU(s):" \
+    "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+if has build; then
+    if [ ! -x "$prefix/bin/ucx_info" ]; then
+        tar -C "$work" -xzf "$carry/ucx-1.22.0-src.tar.gz"
+        CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC=' \
+            "$top/contrib/build-reference-ucx.sh" "$work/ucx-1.22.0" "$prefix" >"$logs/ucx-build.log" 2>&1 ||
+            { failed "UCX 1.22 build"; finish; }
+    fi
+    say "$(tail -n 2 "$logs/ucx-build.log" 2>/dev/null | head -n 1)"
+    if [ ! -f "$ours" ]; then
+        tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)"
+        mkdir -p "$work/build"
+        (cd "$work/build" && "$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)/configure" --with-ucx="$prefix" \
+            --with-ucx-src="$work/ucx-1.22.0" >"$logs/plugin-configure.log" 2>&1 &&
+            make -j"$(nproc)" >"$logs/plugin-make.log" 2>&1) || { failed "plugin build"; finish; }
+    fi
+    g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
+        -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
+        -Wl,-rpath,"$nixl/lib" >"$logs/kv-build.log" 2>&1 || { failed "cux_nixl_kv build"; finish; }
+    for m in "$ucx_module" "$ours"; do
+        cp "$m" "$prefix/lib/ucx/libuct_cuda.so.0"
+        say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $("$prefix/bin/ucx_info" -d |
+            grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')"
+    done
+fi
+[ -f "$ours" ] && [ -x "$kv" ] || { failed "nothing built (run the build stage)"; finish; }
+# UCX's module as deployments run it: gets over cuda_ipc turned on (without NVLink it offers none by default,
+# and NIXL's reads then crawl: 0.4-0.5 GB/s at 64 KB on one H200, a sweep that did not end in 150 s).
+modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on" --module "ours=$ours")
+
+if has gtest; then
+    # One process, two agents: NIXL's transfer, notification, error-handling and metadata tests of its UCX
+    # backend, DRAM and (with a GPU) VRAM.
+    for name in ucx ours; do
+        [ "$name" = ucx ] && cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0" ||
+            cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
+        (cd "$work" && LD_LIBRARY_PATH="$prefix/lib:$nixl/debug/lib:/usr/local/cuda/lib64" \
+            NIXL_PLUGIN_DIR="$nixl/debug/lib/plugins" timeout -k 5 240 "$nixl/debug/bin/gtest" \
+            --tests_plugin_dirs="$nixl/debug/lib/gtest-plugins" \
+            --gtest_filter="${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" >"$logs/gtest-$name.log" 2>&1)
+        say "NIXL's gtest, UCX cases, $name's module: exit $?;" \
+            "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]' "$logs/gtest-$name.log" | paste -sd' ')"
+        grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/gtest-$name.log" | sort -u >"$work/gtest-failed-$name.txt"
+    done
+    failed_ucx="$work/gtest-failed-ucx.txt" failed_ours="$work/gtest-failed-ours.txt"
+    say "failed with UCX's module only: $(comm -23 "$failed_ucx" "$failed_ours" | paste -sd' ')"
+    say "failed with ours only: $(comm -13 "$failed_ucx" "$failed_ours" | paste -sd' ')"
+fi
+
+vram="--initiator_seg_type VRAM --target_seg_type VRAM"
+compare() { # NAME ARGS [nixl_compare options...]
+    local name=$1 args=$2
+    shift 2
+    python3 "$top/bench/nixl_compare.py" --prefix "$prefix" --nixl "$nixl" "${modules[@]}" --args "$args" \
+        --repeats "$repeats" --timeout 150 --out "$work/logs/$name" "$@" >"$logs/$name.log" 2>&1
+    say "nixlbench $name: exit $?"
+    sed -n '/^| op/,$p' "$work/logs/$name/report.md" | grep -E '^Runs|^Cells' | sed 's/^/   /' | tee -a "$report"
+}
+sweeps=${CUX_NIXL_SWEEPS:-small large kv-shape}
+sweep_has() { case " $sweeps " in *" $1 "*) return 0 ;; esac; return 1; }
+if has sweep && sweep_has small; then
+    compare sweep-small "$vram --start_block_size 4096 --max_block_size 1048576 --start_batch_size 1 \
+        --max_batch_size 1024 --num_iter 200 --warmup_iter 20" --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
+fi
+if has sweep && sweep_has large; then
+    compare sweep-large "$vram --start_block_size 2097152 --max_block_size 67108864 --start_batch_size 1 \
+        --max_batch_size 64 --num_iter 64 --warmup_iter 8 --large_blk_iter_ftr 4" \
+        --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
+fi
+if has sweep && sweep_has kv-shape; then
+    compare kv-shape "$vram --start_block_size 46080 --max_block_size 46080 --start_batch_size 1024 \
+        --max_batch_size 4096 --num_iter 100 --warmup_iter 10"
+fi
+
+kv_compare() { # NAME [nixl_kv_compare options...]
+    local name=$1
+    shift
+    python3 "$top/bench/nixl_kv_compare.py" --prefix "$prefix" --nixl "$nixl" --kv "$kv" "${modules[@]}" \
+        --timeout "${CUX_NIXL_KV_TIMEOUT:-180}" --repeats "$repeats" --out "$work/logs/$name" "$@" >"$logs/$name.log" 2>&1
+    say "cux_nixl_kv $name: exit $?"
+    grep -E '^\| `|^Runs|^- ' "$work/logs/$name/report.md" | sed 's/^/   /' | tee -a "$report"
+}
+if has kv; then
+    cases=()
+    for k in ${CUX_NIXL_KV_BLOCKS:-1024 16384}; do
+        for layout in many one; do
+            for op in write read; do cases+=(--case "-s 45k -k $k -l $layout -o $op -i 20 -w 3"); done
+        done
+    done
+    kv_compare kv "${cases[@]}"
+fi
+
+if has pidns; then
+    sock=/tmp/cux-nixl-sock
+    mkdir -p "$sock"
+    export UCX_CUDA_IPC_SOCKET_DIR=$sock
+    wrap="unshare --pid --fork --kill-child --mount-proc"
+    # Which transport moved the data: UCP's protocol table for a 1 MB VRAM put, target in its namespace.
+    cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
+    for where in host pidns; do
+        w=; [ "$where" = pidns ] && w=$wrap
+        port=$((20000 + RANDOM % 20000))
+        args="--runtime_type ASIO --asio_port $port --backend UCX $vram --start_block_size 1048576 \
+            --max_block_size 1048576 --num_iter 20 --warmup_iter 2 --check_consistency"
+        log="$logs/proto-$where"
+        (UCX_PROTO_INFO=y timeout -k 5 60 "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
+         sleep 1; UCX_PROTO_INFO=y timeout -k 5 60 $w "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1; wait)
+        say "ours, target on the $where: $(grep -hE 'put|rma' "$log"-*.log |
+            grep -oE 'cuda_ipc|cuda_copy|tcp|sysv|posix|cma' | sort | uniq -c | paste -sd' ') (transports of UCP's puts)"
+    done
+    across="$vram --start_block_size 65536 --max_block_size 16777216 --start_batch_size 1 --max_batch_size 16 \
+        --num_iter 100 --warmup_iter 10"
+    compare pidns-nixlbench "$across" --ops WRITE --target-wrap "$wrap"
+    compare host-nixlbench "$across" --ops WRITE
+    kv_compare pidns-kv --case "-s 45k -k 1024 -l many -o write -i 20 -w 3" \
+        --case "-s 45k -k 1024 -l many -o read -i 20 -w 3" --target-wrap "$wrap"
+    unset UCX_CUDA_IPC_SOCKET_DIR
+fi
+
+if has faults; then
+    kv_compare faults --faults "-s 4m -k 512 -l one -o write" --repeats 1 --timeout 120
+fi
+finish
