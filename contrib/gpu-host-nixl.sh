@@ -56,7 +56,7 @@ if has build; then
             "$top/contrib/build-reference-ucx.sh" "$work/ucx-1.22.0" "$prefix" >"$logs/ucx-build.log" 2>&1 ||
             { failed "UCX 1.22 build"; finish; }
     fi
-    say "$(tail -n 2 "$logs/ucx-build.log" 2>/dev/null | head -n 1)"
+    say "$(grep -h '^reference UCX' "$logs/ucx-build.log" 2>/dev/null || echo "UCX in $prefix (built earlier)")"
     if [ ! -f "$ours" ]; then
         tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)"
         mkdir -p "$work/build"
