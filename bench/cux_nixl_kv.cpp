@@ -206,18 +206,37 @@ struct agent {
     }
 };
 
+// This process's side: its agent (driven while the process waits), its blocks, registered with NIXL.
+struct side {
+    agent ag;
+    blocks mem;
+    nixl_reg_dlist_t reg{VRAM_SEG};
+    double reg_us = 0;
+
+    side(const options &o, const std::string &name) : ag(name) {
+        progress_agent = &ag.a;
+        mem.allocate(o);
+        reg = mem.reg_list(o);
+        auto t0 = clk::now();
+        check_nixl(ag.a.registerMem(reg, &ag.extra), "registerMem");
+        reg_us = us_since(t0);
+    }
+
+    ~side() {
+        ag.a.deregisterMem(reg, &ag.extra);
+        mem.free_all();
+        progress_agent = nullptr;
+    }
+};
+
 // The target: registers its blocks, publishes its metadata and block addresses, then answers the initiator's
 // commands (check GEN, fill GEN, checksum, quit) one file at a time.
 int run_target(const options &o) {
-    agent ag(o.name);
-    progress_agent = &ag.a;
-    blocks mem;
-    mem.allocate(o);
+    side me(o, o.name);
+    blocks &mem = me.mem;
     mem.fill(o.op == "read" ? 1 : 0);
-    nixl_reg_dlist_t reg = mem.reg_list(o);
-    check_nixl(ag.a.registerMem(reg, &ag.extra), "registerMem");
     nixl_blob_t md;
-    check_nixl(ag.a.getLocalMD(md), "getLocalMD");
+    check_nixl(me.ag.a.getLocalMD(md), "getLocalMD");
     std::ostringstream desc;
     for (CUdeviceptr a : mem.addrs) desc << a << "\n";
     put_file(o.dir + "/" + o.name + ".md", md);
@@ -235,8 +254,6 @@ int run_target(const options &o) {
         put_file(o.dir + "/" + o.name + ".ans." + std::to_string(n), answer);
         if (verb == "quit") break;
     }
-    check_nixl(ag.a.deregisterMem(reg, &ag.extra), "deregisterMem");
-    mem.free_all();
     return 0;
 }
 
@@ -318,14 +335,10 @@ size_t free_bytes() {
 }
 
 int run_initiator(const options &o) {
-    agent ag("initiator");
-    progress_agent = &ag.a;
-    blocks mem;
-    mem.allocate(o);
-    nixl_reg_dlist_t reg = mem.reg_list(o);
-    auto t_reg = clk::now();
-    check_nixl(ag.a.registerMem(reg, &ag.extra), "registerMem");
-    double reg_us = us_since(t_reg);
+    side me(o, "initiator");
+    agent &ag = me.ag;
+    blocks &mem = me.mem;
+    double reg_us = me.reg_us;
     peer p = meet(ag, o, o.name);
     double prep_us;
     nixlXferReqH *req = prepare(ag, o, mem, p, prep_us);
@@ -349,8 +362,6 @@ int run_initiator(const options &o) {
                 median(post_us) / o.blocks, prep_us, reg_us, bad, bad ? "FAILED" : "ok");
     check_nixl(ag.a.releaseXferReq(req), "releaseXferReq");
     p.ask("quit");
-    check_nixl(ag.a.deregisterMem(reg, &ag.extra), "deregisterMem");
-    mem.free_all();
     return bad ? 1 : 0;
 }
 
@@ -364,12 +375,9 @@ int reap(pid_t pid) {
 // released while in flight. The targets here hold a large allocation (-s x -k) so that its release shows in
 // the GPU's free memory.
 int run_faults(const options &o) {
-    agent ag("initiator");
-    progress_agent = &ag.a;
-    blocks mem;
-    mem.allocate(o);
-    nixl_reg_dlist_t reg = mem.reg_list(o);
-    check_nixl(ag.a.registerMem(reg, &ag.extra), "registerMem");
+    side me(o, "initiator");
+    agent &ag = me.ag;
+    blocks &mem = me.mem;
     int rc = 0;
     if (o.fault == "kill") {
         size_t free_before = free_bytes();
@@ -464,8 +472,6 @@ int run_faults(const options &o) {
     } else {
         die("unknown fault " + o.fault);
     }
-    check_nixl(ag.a.deregisterMem(reg, &ag.extra), "deregisterMem");
-    mem.free_all();
     return rc;
 }
 

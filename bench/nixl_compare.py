@@ -46,12 +46,25 @@ def parse(text):
     return rows
 
 
-def run(args, op, extra_env):
+def nixl_env(args, extra_env):
+    """The environment of a NIXL process: the run's module settings, UCX and NIXL found where they lie."""
     env = dict(os.environ)
     env.update(extra_env)
     libs = [os.path.join(args.prefix, "lib"), os.path.join(args.nixl, "lib")]
     env["LD_LIBRARY_PATH"] = ":".join(libs + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
     env["NIXL_PLUGIN_DIR"] = os.path.join(args.nixl, "lib", "plugins")
+    return env
+
+
+def setup(args):
+    """What every comparison starts from: the modules in order, their settings, UCX's module folder, the machine."""
+    modules, module_env = module_entries(args.module)
+    os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
+    return modules, module_env, os.path.join(args.prefix, "lib", "ucx"), environment()
+
+
+def run(args, op, extra_env):
+    env = nixl_env(args, extra_env)
     port = str(free_port())
     cmd = [os.path.join(args.nixl, "bin", "nixlbench"), "--runtime_type", "ASIO", "--asio_port", port,
            "--backend", "UCX", "--op_type", op, "--check_consistency"] + args.args.split()
@@ -87,10 +100,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    modules, module_env = module_entries(args.module)
-    moddir = os.path.join(args.prefix, "lib", "ucx")
-    os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
-    env = environment()
+    modules, module_env, moddir, env = setup(args)
     results, keys, runs, failed = {}, [], [], []
     for rep in range(args.repeats):
         order = modules if rep % 2 == 0 else list(reversed(modules))

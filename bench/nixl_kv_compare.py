@@ -21,8 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from perftest_compare import environment, install_module, module_entries  # noqa: E402
-from nixl_compare import fmt  # noqa: E402
+from perftest_compare import install_module  # noqa: E402
+from nixl_compare import fmt, nixl_env, setup  # noqa: E402
 
 
 def result(text):
@@ -33,11 +33,7 @@ def result(text):
 
 
 def run(args, case_args, extra_env, fault=None):
-    env = dict(os.environ)
-    env.update(extra_env)
-    env["LD_LIBRARY_PATH"] = ":".join([os.path.join(args.prefix, "lib"), os.path.join(args.nixl, "lib")] +
-                                      ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
-    env["NIXL_PLUGIN_DIR"] = os.path.join(args.nixl, "lib", "plugins")
+    env = nixl_env(args, extra_env)
     rendezvous = tempfile.mkdtemp(prefix="cux-nixl-kv-")
     killer = ["timeout", "-k", "5", str(args.timeout)]
     try:
@@ -73,10 +69,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    modules, module_env = module_entries(args.module)
-    moddir = os.path.join(args.prefix, "lib", "ucx")
-    os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
-    env = environment()
+    modules, module_env, moddir, env = setup(args)
     results, failed, faults = {}, [], []
     for rep in range(args.repeats):
         order = modules if rep % 2 == 0 else list(reversed(modules))
