@@ -164,10 +164,12 @@ static void *driver_sym(const char *name)
     return (lib != nullptr) ? dlsym(lib, name) : nullptr;
 }
 
-/* The device's pool of a kind: made once with the POSIX descriptor handle type, or the device's default. */
+/* The device's pool of a kind: made once with the POSIX descriptor handle type or the fabric type, or the
+ * device's default. */
 static CUresult pool_of(int device, uint64_t kind, CUmemoryPool *pool)
 {
-    static CUmemoryPool made[CUX_MAX_DEVICES];
+    static CUmemoryPool made_fd[CUX_MAX_DEVICES], made_fabric[CUX_MAX_DEVICES];
+    CUmemoryPool *made = (kind == alloc_pool_fabric) ? made_fabric : made_fd;
     auto create      = (CUresult(*)(CUmemoryPool*, const CUmemPoolProps*))driver_sym("cuMemPoolCreate");
     auto get_default = (CUresult(*)(CUmemoryPool*, CUdevice))driver_sym("cuDeviceGetDefaultMemPool");
     CUmemPoolProps props = {};
@@ -177,7 +179,8 @@ static CUresult pool_of(int device, uint64_t kind, CUmemoryPool *pool)
     }
     if (made[device] == nullptr) {
         props.allocType     = CU_MEM_ALLOCATION_TYPE_PINNED;
-        props.handleTypes   = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        props.handleTypes   = (kind == alloc_pool_fabric) ? CU_MEM_HANDLE_TYPE_FABRIC :
+                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         props.location.id   = device;
         CUresult res = (create != nullptr) ? create(&made[device], &props) : CUDA_ERROR_NOT_SUPPORTED;
@@ -226,7 +229,7 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
     cux_drv.cuCtxPushCurrent(ctx);
     if (kind == alloc_legacy) {
         res = cux_drv.cuMemAlloc(dptr, *size);
-    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
+    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default) || (kind == alloc_pool_fabric)) {
         res = pool_alloc(device, kind, *size, dptr);
     } else {
         /* one allocation, or two of half the size each in one range */
@@ -235,7 +238,11 @@ CUresult ipc_alloc(int device, uint64_t kind, size_t *size, CUdeviceptr *dptr)
         prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id          = device;
         prop.requestedHandleTypes = (kind == alloc_vmm_private) ? CU_MEM_HANDLE_TYPE_NONE :
-                                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+                                    (kind == alloc_vmm_fabric) ? CU_MEM_HANDLE_TYPE_FABRIC :
+                                    (kind == alloc_vmm_fabric_fd) ?
+                                    (CUmemAllocationHandleType)(CU_MEM_HANDLE_TYPE_FABRIC |
+                                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) :
+                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         res = cux_drv.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
         if (res == CUDA_SUCCESS) {
             size_t piece = (*size / pieces + granularity - 1) / granularity * granularity;
@@ -270,7 +277,7 @@ CUresult ipc_free(int device, uint64_t kind, CUdeviceptr dptr, size_t size)
     cux_drv.cuCtxPushCurrent(ctx);
     if (kind == alloc_legacy) {
         res = cux_drv.cuMemFree(dptr);
-    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default)) {
+    } else if ((kind == alloc_pool_fd) || (kind == alloc_pool_default) || (kind == alloc_pool_fabric)) {
         res = pool_free(dptr);
     } else {
         const int pieces = (kind == alloc_vmm_split) ? 2 : 1;

@@ -20,10 +20,12 @@ enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump, e
 
 /* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, from a memory pool
  * made with that handle type or from the device's default pool (which has none), or two cuMemCreate allocations
- * with that handle type mapped one after another in one reserved range (PyTorch's expandable segments). */
+ * with that handle type mapped one after another in one reserved range (PyTorch's expandable segments);
+ * cuMemCreate with the fabric handle type alone or with the fd type too, and a pool made with the fabric type
+ * alone (the driver refuses fabric allocations where the process has no IMEX channel). */
 enum alloc_kind : uint64_t {
     alloc_legacy = 0, alloc_vmm_fd = 1, alloc_vmm_private = 2, alloc_pool_fd = 3, alloc_pool_default = 4,
-    alloc_vmm_split = 5
+    alloc_vmm_split = 5, alloc_vmm_fabric = 6, alloc_vmm_fabric_fd = 7, alloc_pool_fabric = 8
 };
 
 struct peer_msg {

@@ -142,8 +142,14 @@ typedef struct CUipcMemHandle_st {
 
 typedef enum CUmemAllocationHandleType_enum {
     CU_MEM_HANDLE_TYPE_NONE                  = 0x0,
-    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1
+    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+    CU_MEM_HANDLE_TYPE_FABRIC                = 0x8  /* imported by any process of the IMEX domain (CUDA 12.3+) */
 } CUmemAllocationHandleType;
+
+/* What cuMemExportToShareableHandle writes for CU_MEM_HANDLE_TYPE_FABRIC. */
+typedef struct CUmemFabricHandle_st {
+    unsigned char data[64];
+} CUmemFabricHandle;
 
 typedef enum CUmemAccess_flags_enum {
     CU_MEM_ACCESS_FLAGS_PROT_NONE      = 0x0,

@@ -20,13 +20,13 @@ typedef struct cux_abi_entry {
     _s(CUstream) _s(CUevent) _s(CUmodule) _s(CUfunction) _s(CUmemoryPool) _s(CUhostFn) _s(CUresult) \
     _s(CUctx_flags) _s(CUstream_flags) _s(CUevent_flags) _s(CUipcMem_flags) _s(CUmemAttach_flags) \
     _s(CUdevice_attribute) _s(CUmemorytype) _s(CUpointer_attribute) _s(CUuuid) _s(CUipcMemHandle) \
-    _s(CUmemAllocationHandleType) _s(CUmemAccess_flags) _s(CUmemLocationType) _s(CUmemAllocationType) \
-    _s(CUmemAllocationGranularity_flags) _s(CUmemRangeHandleType) _s(CUmemLocation) _s(CUmemAllocationProp) \
+    _s(CUmemFabricHandle) _s(CUmemAllocationHandleType) _s(CUmemAccess_flags) _s(CUmemLocationType) \
+    _s(CUmemAllocationType) _s(CUmemAllocationGranularity_flags) _s(CUmemRangeHandleType) _s(CUmemLocation) _s(CUmemAllocationProp) \
     _s(CUmemAccessDesc) _s(CUmemPoolProps) _s(CUmemPoolPtrExportData) _s(CUmemcpySrcAccessOrder) \
     _s(CUmemcpyAttributes) _s(CUdriverProcAddress_flags) _s(CUdriverProcAddressQueryResult)
 
 #define CUX_ABI_OFFSETS(_o) \
-    _o(CUuuid, bytes) _o(CUipcMemHandle, reserved) \
+    _o(CUuuid, bytes) _o(CUipcMemHandle, reserved) _o(CUmemFabricHandle, data) \
     _o(CUmemLocation, type) _o(CUmemLocation, id) \
     _o(CUmemAllocationProp, type) _o(CUmemAllocationProp, requestedHandleTypes) _o(CUmemAllocationProp, location) \
     _o(CUmemAllocationProp, win32HandleMetaData) _o(CUmemAllocationProp, allocFlags) \
@@ -58,7 +58,7 @@ typedef struct cux_abi_entry {
     _v(CU_POINTER_ATTRIBUTE_RANGE_SIZE) _v(CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES) \
     _v(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE) _v(CU_POINTER_ATTRIBUTE_MAPPING_SIZE) \
     _v(CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR) _v(CU_IPC_HANDLE_SIZE) _v(CU_MEM_HANDLE_TYPE_NONE) \
-    _v(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) _v(CU_MEM_ACCESS_FLAGS_PROT_NONE) \
+    _v(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) _v(CU_MEM_HANDLE_TYPE_FABRIC) _v(CU_MEM_ACCESS_FLAGS_PROT_NONE) \
     _v(CU_MEM_ACCESS_FLAGS_PROT_READ) _v(CU_MEM_ACCESS_FLAGS_PROT_READWRITE) _v(CU_MEM_LOCATION_TYPE_INVALID) \
     _v(CU_MEM_LOCATION_TYPE_DEVICE) _v(CU_MEM_ALLOCATION_TYPE_INVALID) _v(CU_MEM_ALLOCATION_TYPE_PINNED) \
     _v(CU_MEM_ALLOC_GRANULARITY_MINIMUM) _v(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) \

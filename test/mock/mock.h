@@ -50,6 +50,7 @@ typedef struct {
     size_t size;
     int    refs;
     int    exportable;
+    int    fabric;     /* made with the fabric handle type (mock_vmm.c) */
 } mock_vmm_t;
 
 #define MOCK_MAX_VMM 1024
@@ -119,6 +120,7 @@ extern __thread int mock_stack_depth;
 extern long mock_live_streams, mock_live_events;
 extern long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 extern long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
+extern long mock_fabric_calls;   /* calls that asked the driver anything of the fabric handle type */
 
 /* ------------------------------------------------------------------ entry points (m_*) and helpers, by file */
 /* mock_devices.c */
@@ -195,6 +197,7 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p);
 /* mock_vmm.c */
 mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h);
+int mock_imex_channel(void);
 CUresult m_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult m_cuMemRelease(CUmemGenericAllocationHandle h);
 CUresult m_cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);

@@ -36,11 +36,12 @@ CUresult mock_injected(const char *name, CUresult error)
 
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
  * (device and managed memory), "mappings" (imported IPC memory) or "imported pools"; and "failed exports", the
- * export calls that failed so far, "issued copies", the copies accepted on a stream so far, and "kernel
- * launches", the launches of the copy kernel so far. */
+ * export calls that failed so far, "fabric calls", the calls of the fabric handle type so far, "issued copies",
+ * the copies accepted on a stream so far, and "kernel launches", the launches of the copy kernel so far. */
 long mock_live_streams, mock_live_events;
 long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
+long mock_fabric_calls;   /* calls that asked the driver anything of the fabric handle type */
 
 MOCK_EXPORT long mock_cuda_live(const char *what)
 {
@@ -53,6 +54,8 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_live_events, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "failed exports")) {
         return __atomic_load_n(&mock_failed_exports, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "fabric calls")) {
+        return __atomic_load_n(&mock_fabric_calls, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "issued copies")) {
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "kernel launches")) {

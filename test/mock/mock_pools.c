@@ -177,6 +177,13 @@ CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemA
 {
     mock_pool_t *p = mock_pool_get(pool);
 
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
+        /* The H200's driver without an IMEX channel answers NOT_PERMITTED here and corrupts the caller's heap:
+         * a module must not ask (the tests count the calls). */
+        __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
     if ((p == NULL) || (p->pid != 0) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
         !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);

@@ -4,16 +4,16 @@
  */
 #include "mock.h"
 
-static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h);
+static CUresult mock_vmm_new(int fd, size_t size, int exportable, int fabric, CUmemGenericAllocationHandle *h);
 static void mock_vmm_put(CUmemGenericAllocationHandle h);
 
-static CUresult mock_vmm_new(int fd, size_t size, int exportable, CUmemGenericAllocationHandle *h)
+static CUresult mock_vmm_new(int fd, size_t size, int exportable, int fabric, CUmemGenericAllocationHandle *h)
 {
     unsigned i;
     pthread_mutex_lock(&mock_lock);
     for (i = 1; i < MOCK_MAX_VMM; ++i) {
         if (mock_vmm[i].refs == 0) {
-            mock_vmm[i] = (mock_vmm_t){fd, size, 1, exportable};
+            mock_vmm[i] = (mock_vmm_t){fd, size, 1, exportable, fabric};
             *h = i;
             pthread_mutex_unlock(&mock_lock);
             return CUDA_SUCCESS;
@@ -37,14 +37,89 @@ static void mock_vmm_put(CUmemGenericAllocationHandle h)
     pthread_mutex_unlock(&mock_lock);
 }
 
+/*
+ * Fabric handles, as the driver answers on a host without an IMEX channel (one H200, driver 580:
+ * bench/results/2026-12-03-h200x1-fabric-probe/): cuMemCreate with the fabric type is CUDA_ERROR_NOT_PERMITTED,
+ * and so is every export or import of that type. With a channel (the mock's: a file "channelN" this process may
+ * read and write in $CUX_IMEX_CHANNELS_DIR, the directory the module is told to look in), an allocation made
+ * with the fabric type exports 64 bytes that name the exporter's memfd, and any process with a channel imports
+ * them while the allocation lives (no ptrace check: IMEX, not the kernel, decides). Every call of the fabric
+ * type is counted ("fabric calls").
+ */
+int mock_imex_channel(void)
+{
+    const char *dir = getenv("CUX_IMEX_CHANNELS_DIR");
+    char path[4096];
+
+    snprintf(path, sizeof(path), "%s/channel0", (dir != NULL) ? dir : "");
+    return (dir != NULL) && (*dir != '\0') && (access(path, R_OK | W_OK) == 0);
+}
+
+#define MOCK_FABRIC_MAGIC 0x4241464b434f4dull /* "MOCKFAB" */
+
+typedef struct {
+    uint64_t magic, pid_ns, broker, ino, size;
+    int32_t  pid, fd;
+} mock_fabric_handle_t;
+
 CUresult m_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                               unsigned long long flags)
 {
-    int fd = memfd_create("mockcuda-vmm", MFD_CLOEXEC);
+    int fabric = !!(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC);
+    int fd;
+
+    if (fabric) {
+        __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
+        if (!mock_imex_channel()) {
+            return CUDA_ERROR_NOT_PERMITTED;
+        }
+    }
+    fd = memfd_create("mockcuda-vmm", MFD_CLOEXEC);
     if ((fd < 0) || ftruncate(fd, size)) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return mock_vmm_new(fd, size, !!(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), h);
+    return mock_vmm_new(fd, size, !!(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                        fabric, h);
+}
+
+static CUresult mock_export_fabric(const mock_vmm_t *v, void *out)
+{
+    mock_fabric_handle_t f = {MOCK_FABRIC_MAGIC, mock_pid_namespace(), mock_broker_token(), 0, v->size,
+                              getpid(), v->fd};
+    struct stat st;
+
+    if (!v->fabric || !mock_imex_channel() || fstat(v->fd, &st)) {
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    f.ino = st.st_ino;
+    memset(out, 0, sizeof(CUmemFabricHandle));
+    memcpy(out, &f, sizeof(f));
+    return CUDA_SUCCESS;
+}
+
+/* The allocation 64 fabric bytes name, opened here: CUDA_ERROR_INVALID_VALUE if they name none (made up, or
+ * freed since). */
+static CUresult mock_import_fabric(const void *bytes, CUmemGenericAllocationHandle *h)
+{
+    mock_fabric_handle_t f;
+    struct stat st;
+    int fd;
+
+    memcpy(&f, bytes, sizeof(f));
+    if (!mock_imex_channel()) {
+        return CUDA_ERROR_NOT_PERMITTED;
+    }
+    if (f.magic != MOCK_FABRIC_MAGIC) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    fd = mock_open_exporter_fd(f.pid, f.pid_ns, f.broker, f.fd);
+    if ((fd < 0) || fstat(fd, &st) || (st.st_ino != f.ino) || ((uint64_t)st.st_size != f.size)) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return mock_vmm_new(fd, f.size, 0, 1, h);
 }
 
 CUresult m_cuMemRelease(CUmemGenericAllocationHandle h)
@@ -231,6 +306,14 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
 {
     mock_vmm_t *v = mock_vmm_get(h);
 
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
+        __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
+        if ((v != NULL) && (mock_export_fabric(v, out) == CUDA_SUCCESS)) {
+            return CUDA_SUCCESS;
+        }
+        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+        return (v == NULL) ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_PERMITTED;
+    }
     if ((v == NULL) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || !v->exportable) {
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_NOT_PERMITTED;
@@ -244,6 +327,10 @@ CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void 
     struct stat st;
     int fd;
 
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
+        __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
+        return mock_import_fabric(os_handle, h);
+    }
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -254,7 +341,7 @@ CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void 
         }
         return CUDA_ERROR_INVALID_VALUE; /* the allocation is gone */
     }
-    return mock_vmm_new(fd, st.st_size, 1, h);
+    return mock_vmm_new(fd, st.st_size, 1, 0, h);
 }
 
 CUresult m_cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
