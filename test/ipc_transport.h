@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,6 +22,8 @@
 #include <vector>
 
 extern "C" {
+#include "cux_introspection.h"
+#include "ipc/cux_ipc_fabric.h"
 #include "ipc/cux_ipc_rkey.h"
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
@@ -135,6 +139,42 @@ private:
         return (syscall(SYS_capset, &hdr, data) == 0) && (on || had);
     }
     bool m_changed;
+};
+
+/* A directory with a channel file this process may read and write: an IMEX channel for the mock and the module
+ * while it lives (set before a peer starts, which inherits it; test/mock/mock_vmm.c). */
+class imex_channel {
+public:
+    imex_channel()
+    {
+        char dir[] = "/tmp/cux-imex-XXXXXX";
+        if (mkdtemp(dir) != nullptr) {
+            m_dir = dir;
+            FILE *f = fopen((m_dir + "/channel0").c_str(), "w");
+            if (f != nullptr) {
+                fclose(f);
+            }
+            setenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV, m_dir.c_str(), 1);
+        }
+        cux_ipc_fabric_ask_again();
+    }
+    ~imex_channel()
+    {
+        withdraw();
+        if (!m_dir.empty()) {
+            unlink((m_dir + "/channel0").c_str());
+            rmdir(m_dir.c_str());
+        }
+    }
+    /* This process has no channel from now on (a peer started before keeps its own). */
+    void withdraw()
+    {
+        unsetenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+        cux_ipc_fabric_ask_again();
+    }
+
+private:
+    std::string m_dir;
 };
 
 class ipc_transport : public transport_test {

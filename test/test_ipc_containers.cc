@@ -303,6 +303,26 @@ TEST_F(ipc_containers, a_contained_peer_proves_itself_over_its_socket_and_every_
     }
 }
 
+/* Fabric-only memory of a contained peer (issue 47): its key is proven over the socket like any other, and then
+ * imported from its fabric bytes, which need no descriptor and no pid of the peer. */
+TEST_F(ipc_containers, a_contained_peers_fabric_memory_is_proven_over_its_socket)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "the mock's IMEX channel (a host with a real one makes its own fabric memory)";
+    }
+    imex_channel channel;
+    start_peer(nullptr, true);
+    ASSERT_FALSE(HasFatalFailure());
+    const size_t size = 2 << 20;
+    buffer local(buf_kind::cuda0, size);
+    remote_buf rb = remote_alloc(size, 0, 81, alloc_vmm_fabric);
+    ASSERT_NE(0u, rb.addr);
+    const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
+    EXPECT_EQ(CUX_IPC_KIND_VMM_FABRIC, key->kind);
+    round_trip(local, rb, size, 82);
+    remote_free(rb);
+}
+
 /* The contained peer answers each key's proof itself: a key it did not hand out (made up, or re-sealed with another
  * allocation's id), or one naming its pid in our namespace, is refused; its true keys still work. */
 TEST_F(ipc_containers, keys_a_contained_peer_did_not_hand_out_are_refused)

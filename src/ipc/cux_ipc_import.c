@@ -4,6 +4,7 @@
  */
 #include "cux_ipc_import.h"
 #include "cux_introspection.h"
+#include "cux_ipc_fabric.h"
 #include "cux_ipc_map.h"
 #include "cux_ipc_proof.h"
 #include "base/cux_iface.h"
@@ -109,6 +110,12 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
     status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id());
+    if ((status == UCS_OK) && (ukey->key.kind == CUX_IPC_KIND_VMM_FABRIC) && !cux_ipc_fabric_channel_present()) {
+        /* the driver would refuse it: UCP takes another path at once */
+        ucs_debug("cuda_ipc: pid %d's key is a fabric handle, and this process has no IMEX channel: another path "
+                  "carries it", ukey->key.pid);
+        status = UCS_ERR_UNREACHABLE;
+    }
     if (status != UCS_OK) {
         ucs_free(ukey);
         return status;

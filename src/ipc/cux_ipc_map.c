@@ -6,6 +6,7 @@
 #include "cux_ipc_pool_refs.h"
 #include "cux_ipc_proof.h"
 #include "cux_ipc_channel.h"
+#include "cux_ipc_fabric.h"
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>
@@ -54,6 +55,13 @@ static int cux_ipc_take_key_fd(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, 
     return fd;
 }
 
+/* Is the key's memory cuMemCreate memory, mapped piece by piece? */
+static int cux_ipc_key_is_vmm(const cux_ipc_rkey_t *key)
+{
+    return (key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_VMM_SPAN) ||
+           (key->kind == CUX_IPC_KIND_VMM_FABRIC);
+}
+
 static CUmemAccessDesc cux_ipc_rw_access(int device)
 {
     CUmemAccessDesc access = {};
@@ -64,8 +72,22 @@ static CUmemAccessDesc cux_ipc_rw_access(int device)
     return access;
 }
 
+/* The allocation of a VMM_FABRIC key, imported from its fabric handle: proven again once imported, as a
+ * descriptor is once taken, so that what was imported is what the exporter still hands out. */
+static ucs_status_t cux_ipc_import_fabric(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer,
+                                          CUmemGenericAllocationHandle *handle_p)
+{
+    ucs_status_t status = cux_ipc_fabric_import(&key->fabric, handle_p);
+
+    if ((status == UCS_OK) && (cux_ipc_peer_check_key(peer, key) != UCS_OK)) {
+        (void)CUX_DRV_CALL_ERR(cuMemRelease, *handle_p);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return status;
+}
+
 /* One exported cuMemCreate allocation of length bytes, mapped at dptr (reserved): its descriptor export_fd in
- * the key's exporter (piece: which of a span's), imported. */
+ * the key's exporter (piece: which of a span's), or its fabric handle, imported. */
 static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, uint32_t piece,
                                       int export_fd, CUdeviceptr dptr, size_t length)
 {
@@ -73,13 +95,15 @@ static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t 
     ucs_status_t status;
     int fd;
 
-    fd = cux_ipc_take_key_fd(key, peer, piece, export_fd);
-    if (fd < 0) {
+    if (key->kind == CUX_IPC_KIND_VMM_FABRIC) {
+        status = cux_ipc_import_fabric(key, peer, &handle);
+    } else if ((fd = cux_ipc_take_key_fd(key, peer, piece, export_fd)) < 0) {
         return UCS_ERR_UNREACHABLE;
+    } else {
+        status = CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
+                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fd);
     }
-    status = CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, &handle, (void*)(uintptr_t)fd,
-                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    close(fd);
     if (status != UCS_OK) {
         return status;
     }
@@ -321,7 +345,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     if (status != UCS_OK) {
         return status;
     }
-    if ((key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_VMM_SPAN)) {
+    if (cux_ipc_key_is_vmm(key)) {
         status = cux_ipc_map_vmm(key, peer, device, &dptr, &layout);
     } else if (key->kind == CUX_IPC_KIND_POOL_FD) {
         status = cux_ipc_map_pool(key, peer, device, &dptr, &pool);
@@ -347,7 +371,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
 static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
 {
     CUdeviceptr dptr = (uintptr_t)region->mapped;
-    int vmm          = (region->key.kind == CUX_IPC_KIND_VMM_FD) || (region->key.kind == CUX_IPC_KIND_VMM_SPAN);
+    int vmm          = cux_ipc_key_is_vmm(&region->key);
     cux_ctx_guard_t guard;
 
     /* a forked child forgets its parent's mappings without touching the parent's driver state; this process's

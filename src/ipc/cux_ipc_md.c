@@ -9,6 +9,7 @@
 #include "cux_ipc_key_table.h"
 #include "cux_ipc_peer_read.h"
 #include "cux_ipc_channel.h"
+#include "cux_ipc_fabric.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"
@@ -167,6 +168,7 @@ static void cux_ipc_memh_forget(cux_ipc_md_t *md, cux_ipc_memh_t *memh)
 typedef struct {
     int          legacy;   /* a legacy IPC handle (cuMemAlloc memory) */
     int          fd;       /* a POSIX descriptor: of the allocation (cuMemCreate), or of its pool */
+    int          fabric;   /* a fabric handle (cux_ipc_fabric.h) */
     CUmemoryPool pool;     /* the allocation's memory pool, NULL if none */
 } cux_ipc_exportable_t;
 
@@ -185,11 +187,12 @@ static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_
 
     if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 3, attrs, data,
                      (CUdeviceptr)(uintptr_t)info->base) != UCS_OK) {
-        *can = (cux_ipc_exportable_t){.legacy = 1, .fd = 1, .pool = NULL};
+        *can = (cux_ipc_exportable_t){.legacy = 1, .fd = 1, .fabric = 0, .pool = NULL};
         return;
     }
     can->legacy = (legacy != 0);
     can->fd     = !!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    can->fabric = !!(handle_types & CU_MEM_HANDLE_TYPE_FABRIC);
     can->pool   = (CUmemoryPool)(uintptr_t)pool;
 }
 
@@ -280,17 +283,21 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
         status = !can.legacy ? UCS_ERR_UNSUPPORTED :
                  CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &memh->key.handle,
                               (CUdeviceptr)(uintptr_t)info->base);
-        if (status != UCS_OK) {
+        if ((status != UCS_OK) && (can.fd || !can.fabric)) {
             /* No legacy handle: cuMemCreate memory, exportable as a file descriptor if it was created so. */
             status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_vmm(&md->fd_exports, info, &memh->fdx);
             memh->key.kind      = CUX_IPC_KIND_VMM_FD;
             memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
+        } else if (status != UCS_OK) {
+            /* cuMemCreate memory with a fabric handle and no descriptor: nothing else carries it */
+            memh->key.kind = CUX_IPC_KIND_VMM_FABRIC;
+            status         = cux_ipc_fabric_export((uintptr_t)info->base, &memh->key.fabric);
         }
     }
     cux_ctx_leave(&guard);
     if (status != UCS_OK) {
-        ucs_debug("cuda_ipc: allocation %p+%zu (%s) has neither a legacy IPC handle nor an exportable file "
-                  "descriptor (%s): its key tells peers to take another path", info->base, info->length,
+        ucs_debug("cuda_ipc: allocation %p+%zu (%s) has no legacy IPC handle, exportable file descriptor or "
+                  "fabric handle (%s): its key tells peers to take another path", info->base, info->length,
                   (can.pool != NULL) ? "from a memory pool" : "no memory pool", ucs_status_string(status));
         memh->key.kind      = CUX_IPC_KIND_NONE;
         memh->key.export_fd = -1;

@@ -425,8 +425,9 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     }
     if (!peer->readable) {
         if (key->kind != CUX_IPC_KIND_LEGACY) {
-            return cux_ipc_peer_reject(peer, "pid %d's VMM or pool memory needs a descriptor, which the OS does not "
-                                       "let this process take (same user and ptrace permission needed)", peer->pid);
+            return cux_ipc_peer_reject(peer, "pid %d's VMM or pool memory is proven in its memory or needs a "
+                                       "descriptor, which the OS does not let this process read or take (same "
+                                       "user and ptrace permission needed)", peer->pid);
         }
         return UCS_OK; /* bound at mapping time by the pid in the handle */
     }

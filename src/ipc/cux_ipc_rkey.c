@@ -69,7 +69,7 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     }
     if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
         (rkey->kind != CUX_IPC_KIND_NONE) && (rkey->kind != CUX_IPC_KIND_POOL_FD) &&
-        (rkey->kind != CUX_IPC_KIND_VMM_SPAN)) {
+        (rkey->kind != CUX_IPC_KIND_VMM_SPAN) && (rkey->kind != CUX_IPC_KIND_VMM_FABRIC)) {
         return cux_ipc_rkey_invalid("unknown kind %u", rkey->kind);
     }
     if ((rkey->kind == CUX_IPC_KIND_VMM_SPAN) && ((rkey->span.count < 2) || (rkey->span.count > CUX_IPC_SPAN_MAX))) {
@@ -118,3 +118,4 @@ int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *
 
 /* A pool allocation's export data takes the legacy handle's place: the key's layout is the same for every kind. */
 _Static_assert(sizeof(CUmemPoolPtrExportData) == sizeof(CUipcMemHandle), "pool export data and IPC handle differ");
+_Static_assert(sizeof(CUmemFabricHandle) == sizeof(CUipcMemHandle), "fabric handle and IPC handle differ");

@@ -31,7 +31,11 @@ enum {
     /* A buffer across several cuMemCreate allocations mapped one after another in one reserved range (PyTorch's
      * expandable segments): a table of the pieces, each with its descriptor, in the exporter's memory, read
      * back by the importer, which maps every piece in order into one range of its own. */
-    CUX_IPC_KIND_VMM_SPAN = 4
+    CUX_IPC_KIND_VMM_SPAN = 4,
+    /* cuMemCreate memory made with the fabric handle type and no descriptor type (what NVLink-domain
+     * allocators make): its fabric handle, which any process of the IMEX domain holding the bytes and an IMEX
+     * channel may import. Added without a version change, as POOL_FD was (cux_ipc_fabric.h). */
+    CUX_IPC_KIND_VMM_FABRIC = 5
 };
 
 /* Most allocations one VMM_SPAN key names. */
@@ -59,6 +63,7 @@ typedef struct cux_ipc_rkey {
     union {
         CUipcMemHandle         handle;   /* LEGACY */
         CUmemPoolPtrExportData pool_ptr; /* POOL_FD: the allocation in its pool */
+        CUmemFabricHandle      fabric;   /* VMM_FABRIC */
         struct {
             uint64_t pieces;             /* VMM_SPAN: a hash of every piece's range and buffer id: with count, what
                                             tells this span from another (not where its table is) */
