@@ -21,8 +21,8 @@ void cux_ipc_cache_counters(unsigned long *num_regions, size_t *total_size, unsi
 /* Exported VMM descriptors a cuda_ipc memory domain holds open. */
 unsigned cux_ipc_md_num_fd_exports(uct_md_h md);
 
-/* Forget whether this process has an IMEX channel (asked once per process): the next fabric question looks
- * again, after a test changed CUX_IMEX_CHANNELS_DIR. */
+/* Forget whether this process has an IMEX channel (asked once per process) and that it said it does not share
+ * fabric pools: the next fabric question looks again, after a test changed CUX_IMEX_CHANNELS_DIR. */
 void cux_ipc_fabric_ask_again(void);
 
 #endif

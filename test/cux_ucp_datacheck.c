@@ -73,7 +73,7 @@
 
 typedef enum {
     KIND_HOST, KIND_CUDA, KIND_MANAGED, KIND_POOL, KIND_RUNTIME, KIND_VMM, KIND_VMM_SPLIT, KIND_POOL_FD,
-    KIND_RUNTIME_POOL_FD
+    KIND_RUNTIME_POOL_FD, KIND_VMM_FABRIC, KIND_POOL_FABRIC
 } check_kind_t;
 
 #ifdef CUX_CHECK_STATIC_CUDART
@@ -86,7 +86,9 @@ static const char *kind_names[] = {"host", "cuMemAlloc", "cuMemAllocManaged", "c
                                    CHECK_RUNTIME_NAME, "cuMemCreate (POSIX fd)",
                                    "two cuMemCreate in one range",
                                    "cuMemAllocFromPoolAsync (pool with POSIX fd)",
-                                   "cudaMallocFromPoolAsync (runtime pool with POSIX fd)"};
+                                   "cudaMallocFromPoolAsync (runtime pool with POSIX fd)",
+                                   "cuMemCreate (fabric)", "cuMemAllocFromPoolAsync (pool with fabric)"};
+_Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == KIND_POOL_FABRIC + 1, "a kind without a name");
 
 typedef struct {
     check_kind_t kind;
@@ -117,6 +119,11 @@ static const check_case_t check_cases[] = {
     {"runtime shareable pool GPU0 -> runtime shareable pool GPU1", {KIND_RUNTIME_POOL_FD, 0},
                                                                    {KIND_RUNTIME_POOL_FD, 1}},
     {"runtime shareable pool GPU0 -> GPU0, two processes", {KIND_RUNTIME_POOL_FD, 0}, {KIND_RUNTIME_POOL_FD, 0}},
+    /* the fabric handle type alone (NVLink-domain allocators): VMM memory only where the driver makes it (an IMEX
+     * channel), pools everywhere (exported as fabric by UCX 1.22's module; never by ours) */
+    {"fabric VMM GPU0 -> fabric VMM GPU1", {KIND_VMM_FABRIC, 0}, {KIND_VMM_FABRIC, 1}},
+    {"fabric VMM GPU0 -> GPU0, two processes", {KIND_VMM_FABRIC, 0}, {KIND_VMM_FABRIC, 0}},
+    {"fabric pool GPU0 -> fabric pool GPU1", {KIND_POOL_FABRIC, 0}, {KIND_POOL_FABRIC, 1}},
 };
 
 #define CHECK_MAX_SIZES 128
@@ -271,16 +278,23 @@ static size_t check_vmm_size(size_t size, const CUmemAllocationProp *prop)
     return (size + granularity - 1) / granularity * granularity;
 }
 
-/* cuMemCreate memory of a device, exportable as a POSIX file descriptor. */
-static CUmemAllocationProp vmm_prop(int device)
+/* cuMemCreate memory of a device, exportable as a POSIX file descriptor (or, for KIND_VMM_FABRIC, as a fabric
+ * handle only). */
+static CUmemAllocationProp vmm_prop_of(int device, int kind)
 {
     CUmemAllocationProp prop = {0};
 
     prop.type                 = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type        = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id          = device;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.requestedHandleTypes = (kind == KIND_VMM_FABRIC) ? CU_MEM_HANDLE_TYPE_FABRIC :
+                                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return prop;
+}
+
+static CUmemAllocationProp vmm_prop(int device)
+{
+    return vmm_prop_of(device, KIND_VMM);
 }
 
 static int vmm_missing(void)
@@ -289,25 +303,34 @@ static int vmm_missing(void)
            !cu.vmm_set_access || !cu.vmm_unmap || !cu.vmm_address_free;
 }
 
-/* A new allocation of len bytes mapped at at, readable and writable from the device; the mapping holds it. */
-static int vmm_map_new(int device, CUdeviceptr at, size_t len)
+/* A new allocation of len bytes mapped at at, readable and writable from the device; the mapping holds it.
+ * CHECK_SKIP where the driver refuses the kind's handle type (fabric without an IMEX channel). */
+static int vmm_map_new_of(int device, int kind, CUdeviceptr at, size_t len)
 {
-    CUmemAllocationProp prop = vmm_prop(device);
+    CUmemAllocationProp prop = vmm_prop_of(device, kind);
     CUmemAccessDesc access   = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUmemGenericAllocationHandle handle;
+    CUresult res;
     int rc;
 
-    if (cu.vmm_create(&handle, len, &prop, 0)) {
-        return -1;
+    res = cu.vmm_create(&handle, len, &prop, 0);
+    if (res != CUDA_SUCCESS) {
+        return ((kind == KIND_VMM_FABRIC) && (res == CUDA_ERROR_NOT_PERMITTED)) ? CHECK_SKIP : -1;
     }
     rc = (cu.vmm_map(at, len, 0, handle, 0) || cu.vmm_set_access(at, len, &access, 1)) ? -1 : 0;
     cu.vmm_release(handle);
     return rc;
 }
 
-static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
+static int vmm_map_new(int device, CUdeviceptr at, size_t len)
 {
-    CUmemAllocationProp prop = vmm_prop(device);
+    return vmm_map_new_of(device, KIND_VMM, at, len);
+}
+
+static int vmm_alloc(int device, int kind, size_t size, CUdeviceptr *dptr)
+{
+    CUmemAllocationProp prop = vmm_prop_of(device, kind);
+    int rc;
 
     if (vmm_missing()) {
         return CHECK_SKIP;
@@ -316,7 +339,11 @@ static int vmm_alloc(int device, size_t size, CUdeviceptr *dptr)
     if ((size == 0) || cu.vmm_reserve(dptr, size, 0, 0, 0)) {
         return -1;
     }
-    return vmm_map_new(device, *dptr, size);
+    rc = vmm_map_new_of(device, kind, *dptr, size);
+    if (rc != 0) {
+        cu.vmm_address_free(*dptr, size);
+    }
+    return rc;
 }
 
 /* PyTorch's expandable segments: one reserved range, several cuMemCreate allocations mapped one after another,
@@ -384,10 +411,12 @@ static CUmemPoolProps shareable_pool_props(int device)
 }
 
 /* The pool of a KIND_POOL kind: the device's default pool (no shareable handle type), or one made once with the
- * POSIX descriptor handle type, as an application makes its pools shareable (RMM, PyTorch's pool IPC). */
+ * POSIX descriptor handle type, as an application makes its pools shareable (RMM, PyTorch's pool IPC), or with
+ * the fabric handle type (KIND_POOL_FABRIC), as NVLink-domain applications make theirs. */
 static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
 {
-    static CUmemoryPool shareable;
+    static CUmemoryPool shareable, fabric;
+    CUmemoryPool *made   = (mem->kind == KIND_POOL_FABRIC) ? &fabric : &shareable;
     CUmemPoolProps props = shareable_pool_props(mem->device);
 
     if (!cu.alloc_pool || !cu.stream_sync || !cu.free_async) {
@@ -396,12 +425,15 @@ static int mem_pool(const check_mem_t *mem, CUmemoryPool *pool)
     if (mem->kind == KIND_POOL) {
         return (cu.default_pool && !cu.default_pool(pool, mem->device)) ? 0 : CHECK_SKIP;
     }
-    if (shareable == NULL) {
-        if (!cu.pool_create || cu.pool_create(&shareable, &props)) {
+    if (mem->kind == KIND_POOL_FABRIC) {
+        props.handleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+    }
+    if (*made == NULL) {
+        if (!cu.pool_create || cu.pool_create(made, &props)) {
             return CHECK_SKIP;
         }
     }
-    *pool = shareable;
+    *pool = *made;
     return 0;
 }
 
@@ -451,7 +483,8 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
         }
         break;
     case KIND_POOL:
-    case KIND_POOL_FD: {
+    case KIND_POOL_FD:
+    case KIND_POOL_FABRIC: {
         int rc = mem_pool(mem, &pool);
         if (rc != 0) {
             return rc;
@@ -462,9 +495,10 @@ static int mem_alloc(const check_mem_t *mem, size_t size, void **ptr)
         break;
     }
     case KIND_VMM:
+    case KIND_VMM_FABRIC:
     case KIND_VMM_SPLIT: {
-        int rc = (mem->kind == KIND_VMM) ? vmm_alloc(mem->device, size, &dptr) :
-                                           vmm_split_alloc(mem->device, size, &dptr);
+        int rc = (mem->kind != KIND_VMM_SPLIT) ? vmm_alloc(mem->device, mem->kind, size, &dptr) :
+                                                 vmm_split_alloc(mem->device, size, &dptr);
         if (rc != 0) {
             return rc;
         }
@@ -489,6 +523,7 @@ static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
 {
     switch (mem->kind) {
     case KIND_VMM:
+    case KIND_VMM_FABRIC:
         vmm_free(mem->device, (uintptr_t)ptr, size);
         break;
     case KIND_VMM_SPLIT:
@@ -499,6 +534,7 @@ static void mem_free(const check_mem_t *mem, void *ptr, size_t size)
         break;
     case KIND_POOL:
     case KIND_POOL_FD:
+    case KIND_POOL_FABRIC:
         cu.free_async((uintptr_t)ptr, NULL);
         cu.stream_sync(NULL);
         break;

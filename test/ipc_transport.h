@@ -64,13 +64,15 @@ template <typename T> void set_addr_field(std::vector<uint8_t> &addr, size_t ifa
     memcpy(addr.data() + iface_offset + field, &value, sizeof(value));
 }
 
-/* Log lines of warning level or worse while it lives (UCX's warning level switched on meanwhile). */
+/* Log lines of warning level or worse (or of `level`) while it lives (that level switched on meanwhile). */
 class warnings_captured {
 public:
-    warnings_captured() : m_level(ucs_global_opts.log_component.log_level)
+    explicit warnings_captured(ucs_log_level_t level = UCS_LOG_LEVEL_WARN) :
+        m_level(ucs_global_opts.log_component.log_level)
     {
-        lines() = &m_lines;
-        ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_WARN;
+        lines()     = &m_lines;
+        max_level() = level;
+        ucs_global_opts.log_component.log_level = level;
         ucs_log_push_handler(handler);
     }
     ~warnings_captured()
@@ -91,11 +93,16 @@ private:
         static std::vector<std::string> *current = nullptr;
         return current;
     }
+    static ucs_log_level_t &max_level()
+    {
+        static ucs_log_level_t level = UCS_LOG_LEVEL_WARN;
+        return level;
+    }
 
     static ucs_log_func_rc_t handler(const char *, unsigned, const char *, ucs_log_level_t level,
                                      const ucs_log_component_config_t *, const char *fmt, va_list ap)
     {
-        if ((lines() != nullptr) && (level <= UCS_LOG_LEVEL_WARN)) {
+        if ((lines() != nullptr) && (level <= max_level())) {
             char buf[1024];
             va_list aq;
             va_copy(aq, ap);

@@ -147,14 +147,15 @@ TEST_F(ipc_fabric, a_process_without_an_imex_channel_refuses_fabric_keys_without
 
 /* A pool made with the fabric type alone exists without a channel (the H200 makes one), and exporting it as fabric
  * there corrupts the process: its memory registers with a key that says "another path", and the export is never
- * asked for, with a channel or without. */
+ * asked for, with a channel or without. One diagnostic line says so and how to share such a pool. */
 TEST_F(ipc_fabric, fabric_pools_are_never_exported_as_fabric)
 {
     for (bool channel : {true, false}) {
         SCOPED_TRACE(channel ? "with an IMEX channel" : "without one");
         if (!channel) {
-            m_channel->withdraw();
+            m_channel->withdraw(); /* and the process forgets that it said it */
         }
+        warnings_captured diag(UCS_LOG_LEVEL_DIAG);
         size_t size = 1 << 20;
         CUdeviceptr dptr;
         if (ipc_alloc(0, alloc_pool_fabric, &size, &dptr) != CUDA_SUCCESS) {
@@ -172,6 +173,7 @@ TEST_F(ipc_fabric, fabric_pools_are_never_exported_as_fabric)
         EXPECT_EQ(failed_before, mock_live("failed exports"));
         EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
         EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_pool_fabric, dptr, size));
+        EXPECT_EQ(1u, diag.count("fabric handle type alone")) << "said once, with the remedy";
     }
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 static int cux_ipc_fabric_channel = -1; /* -1: not asked yet */
+static int cux_ipc_fabric_pool_logged;
 
 static int cux_ipc_fabric_find_channel(void)
 {
@@ -60,6 +61,7 @@ int cux_ipc_fabric_channel_present(void)
 void cux_ipc_fabric_ask_again(void)
 {
     __atomic_store_n(&cux_ipc_fabric_channel, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cux_ipc_fabric_pool_logged, 0, __ATOMIC_RELAXED);
 }
 
 ucs_status_t cux_ipc_fabric_export(uintptr_t base, CUmemFabricHandle *fabric)
@@ -89,4 +91,13 @@ ucs_status_t cux_ipc_fabric_import(const CUmemFabricHandle *fabric, CUmemGeneric
         return UCS_ERR_UNREACHABLE;
     }
     return CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, handle, &bytes, CU_MEM_HANDLE_TYPE_FABRIC);
+}
+
+void cux_ipc_fabric_pool_said(void)
+{
+    if (!__atomic_exchange_n(&cux_ipc_fabric_pool_logged, 1, __ATOMIC_RELAXED)) {
+        ucs_diag("cuda_ipc: memory of a pool made with the fabric handle type alone goes between processes over "
+                 "another transport (pools are not exported as fabric); create the pool with "
+                 "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR as well to share it over cuda_ipc");
+    }
 }

@@ -32,4 +32,8 @@ ucs_status_t cux_ipc_fabric_export(uintptr_t base, CUmemFabricHandle *fabric);
  * it). UCS_ERR_UNREACHABLE without an IMEX channel, asking the driver nothing. */
 ucs_status_t cux_ipc_fabric_import(const CUmemFabricHandle *fabric, CUmemGenericAllocationHandle *handle);
 
+/* Memory of a pool made with the fabric handle type alone is not shared (a pool's fabric export is not asked for:
+ * see above): said once per process, at diagnostic level, with what makes such pools shareable. */
+void cux_ipc_fabric_pool_said(void);
+
 #endif

@@ -278,6 +278,9 @@ static ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *
          * pool's). */
         memh->key.kind = CUX_IPC_KIND_POOL_FD;
         status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_memh_export_pool(md, info, can.pool, memh);
+        if (!can.fd && can.fabric) {
+            cux_ipc_fabric_pool_said();
+        }
     } else {
         memh->key.kind = CUX_IPC_KIND_LEGACY;
         status = !can.legacy ? UCS_ERR_UNSUPPORTED :
