@@ -10,7 +10,7 @@
 # CUX_TEST_VERIFY_SKIP_TESTS=1 skips the gtest suites (for a benchmark-only call). CUX_BENCH_EXTRA_MODULES adds
 # "--module NAME=PATH[,VAR=VALUE...]" arguments for the comparison (e.g. ours with other settings).
 #
-# Inputs in ./gpu-carry (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
+# Inputs in ./gpu-carry, or $CUX_GPU_CARRY (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
 # googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
 # Writes to $OUT (the device tool brings back at most 8 files): summary.txt (with bench/cux_opcost's
 # per-operation costs), gtest-gpu.log, ucx_info.txt, perftest.md, perftest.csv, bandwidth.png,
@@ -18,9 +18,9 @@
 # stock-ucx.txt when ./gpu-carry/stock exists (CUX_TEST_VERIFY_STOCK=0 skips it).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-carry="$top/gpu-carry"
+carry=${CUX_GPU_CARRY:-$top/gpu-carry}
 out=${OUT:-/tmp/cux-out}
-prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
+prefix=${UCX_REF_PREFIX:-/opt/ucx-ref} # one built with CUDA earlier on this machine is taken as it is
 cases=${1:-copy}
 repeats=${2:-3}
 work=/tmp/cux-work
