@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_ipc memory domain (component "cuda_ipc"), exporting side: registers GPU memory by exporting a handle of
- * its allocation and packs it into a remote key with what the importer needs to check it. The importing side
- * (unpacking peers' keys, mapping their memory) is cux_ipc_import.h.
+ * cuda_ipc memory domain (component "cuda_ipc"): its settings, and the registration of GPU memory, whose key is
+ * the key of the buffer's allocation (cux_ipc_export.h) and is packed, and renewed when the allocation at the
+ * buffer changed, by cux_ipc_memh.h. The importing side (unpacking peers' keys, mapping their memory) is
+ * cux_ipc_import.h.
  */
 #ifndef CUX_IPC_MD_H_
 #define CUX_IPC_MD_H_
