@@ -15,6 +15,8 @@
  * continues the batch's last one on both sides, within the same two allocations, extends it: a GPU spends
  * about 5 us on every copy between two processes whatever its size (bench/cux_blocks on one H200), so the
  * adjacent blocks of a KV-cache transfer go faster as one copy.
+ *
+ * cux_completion.c holds the queues, progress, flush, pending requests and arming; cux_copy_batch.c the batches.
  */
 #ifndef CUX_COMPLETION_H_
 #define CUX_COMPLETION_H_

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The completion engine's batches of copies (cux_completion.h): copies a stream queue accepts wait to be issued
+ * together, adjacent ones of the same two allocations merged into one, and go to the GPU as one launch of the
+ * copy kernel or one call for the copy engines, with one event for the batch.
+ */
+#include "cux_completion_desc.h"
+#include "cux_copy_kernel.h"
+#include "driver/cux_device.h"
+
+#include <ucs/debug/log.h>
+
+/* A whole batch fits one launch of the copy kernel. */
+_Static_assert(CUX_BATCH_MAX <= CUX_COPY_KERNEL_MAX, "a batch holds more copies than the copy kernel takes");
+
+/* Whether the batch goes as one kernel launch: more than one copy (a lone copy completes sooner on a copy
+ * engine), each within the bound, and device memory on both sides (the copy's two allocations are known). */
+static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned copies)
+{
+    unsigned i;
+
+    if ((copies < 2) || (sq->completion->kernel_max == 0)) {
+        return 0;
+    }
+    for (i = 0; i < copies; ++i) {
+        if ((sq->batch_size[i] > sq->completion->kernel_max) || (sq->batch_allocs[i].dst == 0) ||
+            (sq->batch_allocs[i].src == 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The batch's copies for the copy engines: one call where the driver takes batches. */
+static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstream stream, unsigned copies)
+{
+    CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t attr_index       = 0;
+    ucs_status_t status     = UCS_OK;
+    unsigned i;
+
+    if ((copies > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
+        return CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, copies, &attr,
+                                &attr_index, 1, stream);
+    }
+    for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
+        status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], stream);
+    }
+    return status;
+}
+
+/* Issue the accepted copies as one call (a kernel launch, or a batch for the copy engines), then one event for
+ * all of them. A failure completes every copy of the batch with its status at the next progress (never from
+ * inside the call that accepted it). */
+void cux_stream_queue_submit(cux_stream_queue_t *sq)
+{
+    unsigned i, count       = sq->batch_count;
+    unsigned copies         = sq->batch_copies;
+    CUevent event           = NULL;
+    cux_ctx_guard_t guard;
+    ucs_status_t status;
+    CUstream stream;
+    cux_desc_t *desc;
+
+    sq->batch_count  = 0;
+    sq->batch_copies = 0;
+    ucs_list_del(&sq->batch_link);
+
+    status = cux_ctx_enter(sq->ctx, &guard);
+    if (status != UCS_OK) {
+        goto out_push;
+    }
+    status = cux_stream_queue_stream(sq, &stream);
+    if (status != UCS_OK) {
+        goto out_leave;
+    }
+    status = cux_stream_queue_kernel_fits(sq, copies) ?
+             cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst, sq->batch_src, sq->batch_size, copies) :
+             UCS_ERR_UNSUPPORTED;
+    if (status == UCS_ERR_UNSUPPORTED) {
+        status = cux_stream_queue_issue_copies(sq, stream, copies);
+    }
+    if (status != UCS_OK) {
+        ucs_error("batch of %u copies (%u operations) failed: %s", copies, count, ucs_status_string(status));
+        /* what was issued must be finished before the buffers go back to their owners */
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, stream);
+        goto out_leave;
+    }
+    if ((cux_event_pool_get(sq->events, &event) != UCS_OK) ||
+        (CUX_DRV_CALL_ERR(cuEventRecord, event, stream) != UCS_OK)) {
+        if (event != NULL) {
+            cux_event_pool_put(sq->events, event);
+            event = NULL;
+        }
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, stream); /* done now: complete without an event */
+    }
+out_leave:
+    cux_ctx_leave(&guard);
+out_push:
+    for (i = 0; i < count; ++i) {
+        desc             = sq->batch_desc[i];
+        desc->event      = (status == UCS_OK) ? event : NULL;
+        desc->owns_event = (desc->event != NULL) && (i == count - 1);
+        desc->status     = status;
+        cux_stream_queue_push(sq, desc);
+    }
+}
+
+/* Whether a copy continues the batch's last copy on both sides, in the same two known allocations. */
+static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue_t *sq, CUdeviceptr dst,
+                                                          CUdeviceptr src, const cux_copy_allocs_t *allocs)
+{
+    unsigned last = sq->batch_copies - 1;
+
+    return (sq->batch_copies > 0) && (allocs != NULL) && (allocs->dst != 0) && (allocs->src != 0) &&
+           (sq->batch_allocs[last].dst == allocs->dst) && (sq->batch_allocs[last].src == allocs->src) &&
+           (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
+}
+
+ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                  const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                  cux_completion_release_func_t release, void *release_arg)
+{
+    cux_completion_t *completion = sq->completion;
+    cux_desc_t *desc   = cux_desc_get(completion);
+    unsigned i         = sq->batch_count;
+    unsigned c         = sq->batch_copies;
+    CUdeviceptr d      = (CUdeviceptr)(uintptr_t)dst;
+    CUdeviceptr s      = (CUdeviceptr)(uintptr_t)src;
+
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    cux_desc_init_op(desc, NULL, 0, comp, release, release_arg); /* the event comes at submission */
+    if (cux_stream_queue_continues(sq, d, s, allocs)) {
+        sq->batch_size[c - 1] += length;
+    } else {
+        sq->batch_dst[c]    = d;
+        sq->batch_src[c]    = s;
+        sq->batch_size[c]   = length;
+        sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
+        sq->batch_copies    = c + 1;
+    }
+    sq->batch_desc[i] = desc;
+    if (i == 0) {
+        ucs_list_add_tail(&completion->batched, &sq->batch_link);
+    }
+    sq->batch_count = i + 1;
+    /* A copy that finds nothing else in flight goes out now: no other copy is coming to share its call (a
+     * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
+    if ((++completion->num_inflight == 1) || (sq->batch_count >= completion->max_batch)) {
+        cux_stream_queue_submit(sq);
+    }
+    return UCS_INPROGRESS;
+}
+
+void cux_completion_submit(cux_completion_t *completion)
+{
+    cux_stream_queue_t *sq, *tmp;
+
+    ucs_list_for_each_safe(sq, tmp, &completion->batched, batch_link) {
+        cux_stream_queue_submit(sq);
+    }
+}
