@@ -265,6 +265,23 @@ protected:
         uct_rkey_release(m_component, &rb.rkey);
     }
 
+    /* The key this process's memory domain packs for [dptr, dptr + size), registered meanwhile (deregistered
+     * before it returns): its kind says how a peer would import the memory. */
+    cux_ipc_rkey_t own_key(CUdeviceptr dptr, size_t size)
+    {
+        std::vector<uint8_t> packed(4096);
+        cux_ipc_rkey_t key = {};
+        uct_mem_h memh;
+        if (uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh) != UCS_OK) {
+            ADD_FAILURE() << "registration of " << size << " bytes failed";
+            return key;
+        }
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
+        memcpy(&key, packed.data(), sizeof(key));
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+        return key;
+    }
+
     int32_t remote(peer_op op, uint64_t addr, size_t size, uint64_t seed)
     {
         peer_msg req = {};

@@ -119,15 +119,8 @@ TEST_F(ipc_fabric, memory_with_a_descriptor_and_a_fabric_handle_goes_by_its_desc
         GTEST_SKIP() << "the driver makes no fabric memory here (no IMEX channel)";
     }
     long fabric_before = mock_live("fabric calls");
-    uct_mem_h memh;
-    std::vector<uint8_t> packed(4096);
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
-    EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
-    cux_ipc_rkey_t key;
-    memcpy(&key, packed.data(), sizeof(key));
-    EXPECT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
+    EXPECT_EQ(CUX_IPC_KIND_VMM_FD, own_key(dptr, size).kind);
     EXPECT_EQ(fabric_before, mock_live("fabric calls"));
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
     EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_vmm_fabric_fd, dptr, size));
 }
 
@@ -162,16 +155,9 @@ TEST_F(ipc_fabric, fabric_pools_are_never_exported_as_fabric)
             GTEST_SKIP() << "this driver makes no memory pools with the fabric type";
         }
         long fabric_before = mock_live("fabric calls"), failed_before = mock_live("failed exports");
-        uct_mem_h memh;
-        std::vector<uint8_t> packed(4096);
-        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
-        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
-        cux_ipc_rkey_t key;
-        memcpy(&key, packed.data(), sizeof(key));
-        EXPECT_EQ(CUX_IPC_KIND_NONE, key.kind);
+        EXPECT_EQ(CUX_IPC_KIND_NONE, own_key(dptr, size).kind);
         EXPECT_EQ(fabric_before, mock_live("fabric calls"));
         EXPECT_EQ(failed_before, mock_live("failed exports"));
-        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
         EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_pool_fabric, dptr, size));
         EXPECT_EQ(1u, diag.count("fabric handle type alone")) << "said once, with the remedy";
     }

@@ -669,17 +669,10 @@ TEST_F(ipc_transport, memory_that_cannot_be_shared_is_recognised_without_a_faili
         CUdeviceptr dptr;
         ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, kind, &size, &dptr));
         long failed_before = mock_live("failed exports");
-        uct_mem_h memh;
-        std::vector<uint8_t> packed(4096);
-        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, (void*)dptr, size, UCT_MD_MEM_ACCESS_ALL, &memh));
-        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, packed.data()));
-        cux_ipc_rkey_t key;
-        memcpy(&key, packed.data(), sizeof(key));
         EXPECT_EQ(((kind == alloc_vmm_private) || (kind == alloc_pool_default)) ? CUX_IPC_KIND_NONE :
                   (kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD :
-                  (kind == alloc_pool_fd) ? CUX_IPC_KIND_POOL_FD : CUX_IPC_KIND_LEGACY, key.kind);
+                  (kind == alloc_pool_fd) ? CUX_IPC_KIND_POOL_FD : CUX_IPC_KIND_LEGACY, own_key(dptr, size).kind);
         EXPECT_EQ(failed_before, mock_live("failed exports")) << "an export call failed";
-        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
         EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, kind, dptr, size));
     }
 }
