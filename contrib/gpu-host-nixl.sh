@@ -45,7 +45,7 @@ kv="$work/cux_nixl_kv"
 ucx_module="$prefix/reference-module/libuct_cuda.so.0"
 export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN_DIR="$nixl/lib/plugins" \
     UCX_WARN_UNUSED_ENV_VARS=n
-chmod +x "$nixl"/bin/* 2>/dev/null # a carried tree may arrive without its modes
+chmod +x "$nixl"/bin/* "$nixl"/debug/bin/* 2>/dev/null # a carried tree may arrive without its modes
 
 say "stages: $stages; $(nvidia-smi -L | wc -l) GPU(s):" \
     "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
@@ -84,7 +84,7 @@ if has gtest; then
     for name in ucx ours; do
         [ "$name" = ucx ] && cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0" ||
             cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
-        (cd "$work" && LD_LIBRARY_PATH="$prefix/lib:$nixl/debug/lib:/usr/local/cuda/lib64" \
+        (cd "$work" && LD_LIBRARY_PATH="$prefix/lib:$nixl/debug/lib:$nixl/debug/lib/plugins:/usr/local/cuda/lib64" \
             NIXL_PLUGIN_DIR="$nixl/debug/lib/plugins" timeout -k 5 240 "$nixl/debug/bin/gtest" \
             --tests_plugin_dirs="$nixl/debug/lib/gtest-plugins" \
             --gtest_filter="${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" >"$logs/gtest-$name.log" 2>&1)
