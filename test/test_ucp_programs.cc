@@ -275,6 +275,18 @@ TEST_F(ucp_programs, ucp_data_check_of_fabric_memory)
     }
 }
 
+/* Issue 46: NIXL writes a KV cache as many puts of GPU memory and then flushes the endpoint (peer error handling,
+ * tcp for active messages). With the peer killed while the copies are still queued on the mock's GPU, the flush
+ * ends, with or without an error, in bounded time: a serving system cannot wait on a dead decode peer. */
+TEST_F(ucp_programs, a_flush_after_puts_to_a_killed_peer_ends)
+{
+    command_result r = run_command(m_env + "CUX_MEMTYPE=query MOCK_CUDA_EVENT_DELAY=2000 "
+                                   "UCX_TLS=self,tcp,cuda_copy,cuda_ipc timeout 120 " + m_run + " " +
+                                   build_path("test/cux_ucp_put_kill") + " -n 256 -s 1048576 -t 60");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("flush ended")) << r.output;
+}
+
 TEST_F(ucp_programs, ucp_data_check_with_peer_error_handling)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query", "--kill-peer --only 0,1 8 1048576",
