@@ -87,9 +87,18 @@ static int gpu_map(ucp_context_h ctx, size_t size, ucp_mem_h *memh, void **addr)
     return 0;
 }
 
+/* As NIXL's endpoint does: the failed endpoint is closed at once, from the error callback (its last lanes on this
+ * worker go, and with them UCP's reason to progress their interfaces). */
 static void peer_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    void *req;
+
     *(ucs_status_t*)arg = status;
+    req = ucp_ep_close_nbx(ep, &param);
+    if (UCS_PTR_IS_PTR(req)) {
+        ucp_request_free(req);
+    }
 }
 
 /* The target: its address, its GPU memory and its key go to the initiator; then it waits to be killed. */

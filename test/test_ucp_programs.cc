@@ -276,8 +276,11 @@ TEST_F(ucp_programs, ucp_data_check_of_fabric_memory)
 }
 
 /* Issue 46: NIXL writes a KV cache as many puts of GPU memory and then flushes the endpoint (peer error handling,
- * tcp for active messages). With the peer killed while the copies are still queued on the mock's GPU, the flush
- * ends, with or without an error, in bounded time: a serving system cannot wait on a dead decode peer. */
+ * tcp for active messages), and closes an endpoint whose peer failed from its error callback. With the peer killed
+ * while the copies are still queued on the mock's GPU, the flush ends, with or without an error, in bounded time:
+ * a serving system cannot wait on a dead decode peer. On UCX 1.22 it did not end before the interface declared
+ * receive events (UCP then stopped progressing it with the endpoint's last lanes); UCX 1.13 fails the endpoint
+ * another way and ended it either way. */
 TEST_F(ucp_programs, a_flush_after_puts_to_a_killed_peer_ends)
 {
     command_result r = run_command(m_env + "CUX_MEMTYPE=query MOCK_CUDA_EVENT_DELAY=2000 "

@@ -94,7 +94,11 @@ void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr)
     cux_iface_resolve_perf(iface);
     uct_base_iface_query(&iface->super, attr);
     attr->ep_addr_len            = 0;
-    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_FD;
+    /* RECV, though nothing is received here (UCX's modules say so too): UCP keeps progressing an interface whose
+     * last endpoint went, and then arms it, only where both event kinds are declared. Without it, copies still
+     * running when the last endpoint of a dead peer is discarded were never completed, nor the flush that waited
+     * on them (NIXL's transfer to a killed peer stayed in progress; test/cux_ucp_put_kill.c). */
+    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
     attr->cap.am.max_iov         = 1;
