@@ -98,7 +98,8 @@ void cux_iface_query(cux_iface_t *iface, uct_iface_attr_t *attr)
      * last endpoint went, and then arms it, only where both event kinds are declared. Without it, copies still
      * running when the last endpoint of a dead peer is discarded were never completed, nor the flush that waited
      * on them (NIXL's transfer to a killed peer stayed in progress; test/cux_ucp_put_kill.c). */
-    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
+    attr->cap.event_flags        = UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                                   UCT_IFACE_FLAG_EVENT_FD;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
     attr->cap.am.max_iov         = 1;
