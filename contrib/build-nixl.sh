@@ -53,13 +53,14 @@ cp -L "$(ldconfig -p | sed -n 's/.*libgflags\.so\.[0-9.]* .*=> //p' | head -n 1)
 
 # NIXL's tests build only in a build that is not a release one; NIXL's CI builds them with --buildtype=debug
 # and runs the installed bin/gtest. The same here, installed into DEST/debug; the mock plugins the tests load
-# (--tests_plugin_dirs) go to DEST/debug/lib/gtest-plugins.
+# (--tests_plugin_dirs) go to DEST/debug/lib/gtest-plugins. NIXL 1.4.0 gives HAVE_CUDA to its tests' C++ sources
+# only, so its device-API tests (.cu) would always find "no CUDA-capable GPU" and skip: cuda_args gives it to them.
 if [ "${CUX_NIXL_TESTS:-1}" = 1 ]; then
     tests="$tree/build-cux-debug"
     [ -f "$tests/build.ninja" ] ||
         meson setup "$tests" "$tree" "${common[@]}" --buildtype=debug --prefix="$dest/debug" \
             -Ducx_path="$ucx" -Denable_plugins=UCX -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64" \
-            -Dnixl_cuda_arch_list="$arch" -Dbuild_examples=false -Dbuild_docs=false
+            -Dnixl_cuda_arch_list="$arch" -Dbuild_examples=false -Dbuild_docs=false -Dcuda_args=-DHAVE_CUDA
     ninja -C "$tests" -j"$jobs"
     ninja -C "$tests" install >/dev/null
     mkdir -p "$dest/debug/lib/gtest-plugins"

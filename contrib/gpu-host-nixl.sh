@@ -21,7 +21,8 @@
 #   faults  cux_nixl_kv -f kill and -f release with each module.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_KV_BLOCKS the blocks per
-# transfer of the kv stage (default "1024 16384"). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
+# transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
+# and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
 set -u
 carry=$(cd "${1:?usage: gpu-host-nixl.sh CARRY [STAGES]}" && pwd)
 stages=${2:-build gtest sweep kv pidns faults}
@@ -78,19 +79,31 @@ fi
 # and NIXL's reads then crawl: 0.4-0.5 GB/s at 64 KB on one H200, a sweep that did not end in 150 s).
 modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on" --module "ours=$ours")
 
+gpu_put_transports() { # LOG...: the transports in UCP_PROTO_INFO's tables of puts from GPU to GPU memory
+    grep -h -A6 'ucp_put.* from cuda.* to cuda' "$@" | grep -oE 'cuda_ipc|cuda_copy|tcp|sysv|posix|cma' |
+        sort | uniq -c | paste -sd' '
+}
+nixl_gtest() { # FILTER LOG [VAR=VALUE...]: NIXL's debug gtest binary from $work
+    local filter=$1 log=$2
+    shift 2
+    (cd "$work" && env LD_LIBRARY_PATH="$prefix/lib:$nixl/debug/lib:$nixl/debug/lib/plugins:/usr/local/cuda/lib64" \
+        NIXL_PLUGIN_DIR="$nixl/debug/lib/plugins" "$@" timeout -k 5 240 "$nixl/debug/bin/gtest" \
+        --tests_plugin_dirs="$nixl/debug/lib/gtest-plugins" --gtest_filter="$filter" >"$log" 2>&1)
+}
 if has gtest; then
     # One process, two agents: NIXL's transfer, notification, error-handling and metadata tests of its UCX
-    # backend, DRAM and (with a GPU) VRAM.
+    # backend, DRAM and (with a GPU) VRAM, and its device-API tests (GPU-initiated puts through UCP).
     for name in ucx ours; do
         [ "$name" = ucx ] && cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0" ||
             cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
-        (cd "$work" && LD_LIBRARY_PATH="$prefix/lib:$nixl/debug/lib:$nixl/debug/lib/plugins:/usr/local/cuda/lib64" \
-            NIXL_PLUGIN_DIR="$nixl/debug/lib/plugins" timeout -k 5 240 "$nixl/debug/bin/gtest" \
-            --tests_plugin_dirs="$nixl/debug/lib/gtest-plugins" \
-            --gtest_filter="${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" >"$logs/gtest-$name.log" 2>&1)
+        nixl_gtest "${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" "$logs/gtest-$name.log"
         say "NIXL's gtest, UCX cases, $name's module: exit $?;" \
             "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]' "$logs/gtest-$name.log" | paste -sd' ')"
         grep -E '^\[  FAILED  \] [A-Za-z]' "$logs/gtest-$name.log" | sort -u >"$work/gtest-failed-$name.txt"
+        # Which transports carried the test whose buffers are in GPU memory when the binary sees a GPU.
+        nixl_gtest 'ucx/TestTransfer.remoteMDFromSocket/*' "$logs/gtest-proto-$name.log" UCX_PROTO_INFO=y
+        say "  remoteMDFromSocket (VRAM with a GPU), $name's module: exit $?; UCP's protocols name" \
+            "$(gpu_put_transports "$logs/gtest-proto-$name.log")"
     done
     failed_ucx="$work/gtest-failed-ucx.txt" failed_ours="$work/gtest-failed-ours.txt"
     say "failed with UCX's module only: $(comm -23 "$failed_ucx" "$failed_ours" | paste -sd' ')"
@@ -155,8 +168,7 @@ if has pidns; then
         log="$logs/proto-$where"
         (UCX_PROTO_INFO=y timeout -k 5 60 "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
          sleep 1; UCX_PROTO_INFO=y timeout -k 5 60 $w "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1; wait)
-        say "ours, target on the $where: $(grep -hE 'put|rma' "$log"-*.log |
-            grep -oE 'cuda_ipc|cuda_copy|tcp|sysv|posix|cma' | sort | uniq -c | paste -sd' ') (transports of UCP's puts)"
+        say "ours, target on the $where: $(gpu_put_transports "$log"-*.log) (UCP's puts from GPU to GPU memory)"
     done
     across="$vram --start_block_size 65536 --max_block_size 16777216 --start_batch_size 1 --max_batch_size 16 \
         --num_iter 100 --warmup_iter 10"
@@ -168,6 +180,12 @@ if has pidns; then
 fi
 
 if has faults; then
-    kv_compare faults --faults "-s 4m -k 512 -l one -o write" --repeats 1 --timeout 120
+    # 512 x 4 MB, and 1,024 x 16 MB so that UCX's module too still has copies in flight when the target dies.
+    n=0
+    IFS=';' read -ra shapes <<<"${CUX_NIXL_FAULT_SHAPES:--s 4m -k 512;-s 16m -k 1024}"
+    for shape in "${shapes[@]}"; do
+        kv_compare "faults-$n" --faults "$shape -l one -o write" --repeats "${CUX_NIXL_FAULT_REPEATS:-1}" --timeout 120
+        n=$((n + 1))
+    done
 fi
 finish
