@@ -14,9 +14,9 @@
 #include "driver/cux_device.h"
 #include "base/cux_copy_kernel_ptx.h"
 #include "base/cux_ptr.h"
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_proof.h"
-#include "ipc/cux_ipc_import.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_import.h"
 
 #include <dlfcn.h>
 #include <uct/api/uct.h>

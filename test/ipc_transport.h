@@ -23,8 +23,8 @@
 
 extern "C" {
 #include "cux_introspection.h"
-#include "ipc/cux_ipc_fabric.h"
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_fabric.h"
+#include "ipc/common/cux_ipc_rkey.h"
 #include <ucs/config/global_opts.h>
 #include <ucs/debug/log_def.h>
 }

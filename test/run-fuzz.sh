@@ -38,11 +38,11 @@ libs="-L$builddir/ucx-build/lib -Wl,-rpath,$(mk UCX_LIBDIR) -luct -lucs -ldl -lp
 # object-size checks are left out: UCS's ucs_offsetof (in ucs_derived_of) is a member access through a null
 # pointer, which clang reports under either at -O1; AddressSanitizer still catches real bad accesses.
 module_sources=$(ls "$top"/src/cux_module.c "$top"/src/driver/*.c "$top"/src/base/*.c "$top"/src/copy/*.c \
-    "$top"/src/ipc/*.c)
+    "$top"/src/ipc/*.c "$top"/src/ipc/*/*.c)
 "$cc" -g -O1 -std=gnu11 -fsanitize=fuzzer,address,undefined -fno-sanitize=null,object-size -fno-sanitize-recover=undefined \
     $cppflags "$top/test/fuzz/fuzz_ipc_key.c" $module_sources $libs -o "$work/fuzz_ipc_key" >"$logs/fuzz-build.log" 2>&1 ||
     { echo "fuzz: build failed"; tail -n 20 "$logs/fuzz-build.log"; exit 1; }
-"$cc" -O1 $cppflags "$top/test/fuzz/make_seeds.c" "$top/src/ipc/cux_ipc_rkey.c" $libs -o "$work/make_seeds" \
+"$cc" -O1 $cppflags "$top/test/fuzz/make_seeds.c" "$top/src/ipc/common/cux_ipc_rkey.c" $libs -o "$work/make_seeds" \
     >>"$logs/fuzz-build.log" 2>&1 || { echo "fuzz: seed maker build failed"; exit 1; }
 
 cp "$top"/test/fuzz/corpus/* "$work/corpus/"

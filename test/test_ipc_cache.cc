@@ -11,8 +11,8 @@
 #include <vector>
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_cache.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_cache.h"
 }
 
 using namespace cux_test;

@@ -29,13 +29,13 @@
 extern "C" {
 #include <ucs/sys/sys.h>
 #include "base/cux_fd_passing.h"
-#include "ipc/cux_ipc_cache.h"
-#include "ipc/cux_ipc_channel.h"
+#include "ipc/import/cux_ipc_cache.h"
+#include "ipc/channel/cux_ipc_channel.h"
 #include "ipc/cux_ipc_ep.h"
-#include "ipc/cux_ipc_import.h"
-#include "ipc/cux_ipc_proof.h"
-#include "ipc/cux_ipc_proof_channel.h"
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_import.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/common/cux_ipc_rkey.h"
 }
 
 using namespace cux_test;

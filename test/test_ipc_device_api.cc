@@ -16,7 +16,7 @@
 
 extern "C" {
 #include "ipc/cux_ipc_device.h"
-#include "ipc/cux_ipc_import.h"
+#include "ipc/import/cux_ipc_import.h"
 #include "driver/cux_device.h"
 #if CUX_UCX_HAS_DEVICE_API
 #  include <uct/api/device/uct_device_types.h>

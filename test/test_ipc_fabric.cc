@@ -13,7 +13,7 @@
 #include <vector>
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 }
 
 using namespace cux_test;

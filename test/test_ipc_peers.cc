@@ -27,14 +27,14 @@
 #include <unistd.h>
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_cache.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_cache.h"
 #include "ipc/cux_ipc_md.h"
-#include "ipc/cux_ipc_import.h"
-#include "ipc/cux_ipc_proof.h"
-#include "ipc/cux_ipc_channel.h"
-#include "ipc/cux_ipc_proof_channel.h"
-#include "ipc/cux_ipc_peer_read.h"
+#include "ipc/import/cux_ipc_import.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/channel/cux_ipc_channel.h"
+#include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/import/cux_ipc_peer_read.h"
 #include "driver/cux_device.h"
 #include <ucs/sys/sys.h>
 #include <ucs/config/global_opts.h>

@@ -5,7 +5,7 @@
 #include "ipc_transport.h"
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 }
 
 using namespace cux_test;

@@ -12,8 +12,8 @@
 
 extern "C" {
 #include "compat/cux_ucx_compat.h"
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_import.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_import.h"
 #include "ipc/cux_ipc_sgl.h"
 #include <uct/api/v2/uct_v2.h>
 }

@@ -9,8 +9,8 @@
 #include <vector>
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_import.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_import.h"
 #include "driver/cux_device.h"
 }
 

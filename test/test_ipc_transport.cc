@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 extern "C" {
-#include "ipc/cux_ipc_rkey.h"
-#include "ipc/cux_ipc_cache.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_cache.h"
 #include "ipc/cux_ipc_md.h"
-#include "ipc/cux_ipc_import.h"
+#include "ipc/import/cux_ipc_import.h"
 #include <ucs/sys/string.h>
-#include "ipc/cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_proof.h"
 #include <ucs/sys/sys.h>
 }
 

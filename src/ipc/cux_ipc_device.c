@@ -5,9 +5,9 @@
  * allocation is mapped here; it is made from the same mapping rkey_ptr hands out (the key proven first, the
  * mapping held until the key is released), so a kernel never writes through a mapping that has gone.
  */
-#include "cux_ipc_device.h"
-#include "cux_ipc_ep.h"
-#include "cux_ipc_import.h"
+#include "ipc/cux_ipc_device.h"
+#include "ipc/cux_ipc_ep.h"
+#include "ipc/import/cux_ipc_import.h"
 
 #include <ucs/debug/log.h>
 #if CUX_UCX_HAS_DEVICE_API

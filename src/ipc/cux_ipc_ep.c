@@ -2,9 +2,9 @@
 /*
  * cuda_ipc endpoint: see cux_ipc_ep.h.
  */
-#include "cux_ipc_ep.h"
-#include "cux_ipc_import.h"
-#include "cux_ipc_channel.h"
+#include "ipc/cux_ipc_ep.h"
+#include "ipc/import/cux_ipc_import.h"
+#include "ipc/channel/cux_ipc_channel.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>

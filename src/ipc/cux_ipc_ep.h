@@ -8,8 +8,8 @@
 #ifndef CUX_IPC_EP_H_
 #define CUX_IPC_EP_H_
 
-#include "cux_ipc_cache.h"
-#include "cux_ipc_iface.h"
+#include "ipc/import/cux_ipc_cache.h"
+#include "ipc/cux_ipc_iface.h"
 
 typedef struct cux_ipc_ep {
     cux_ep_t             super;

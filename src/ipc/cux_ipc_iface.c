@@ -2,9 +2,9 @@
 /*
  * cuda_ipc interface and endpoint: see cux_ipc_iface.h.
  */
-#include "cux_ipc_iface.h"
-#include "cux_ipc_ep.h"
-#include "cux_ipc_sgl.h"
+#include "ipc/cux_ipc_iface.h"
+#include "ipc/cux_ipc_ep.h"
+#include "ipc/cux_ipc_sgl.h"
 #include "base/cux_link_perf.h"
 #include "base/cux_ptr.h"
 

@@ -8,9 +8,9 @@
 #ifndef CUX_IPC_IFACE_H_
 #define CUX_IPC_IFACE_H_
 
-#include "cux_ipc_device.h"
-#include "cux_ipc_md.h"
-#include "cux_ipc_proof.h"
+#include "ipc/cux_ipc_device.h"
+#include "ipc/cux_ipc_md.h"
+#include "ipc/import/cux_ipc_proof.h"
 #include "base/cux_iface.h"
 
 typedef struct cux_ipc_iface_config {

@@ -2,14 +2,15 @@
 /*
  * cuda_ipc memory domain: see cux_ipc_md.h.
  */
-#include "cux_ipc_md.h"
-#include "cux_ipc_device.h"
+#include "ipc/cux_ipc_md.h"
+#include "ipc/cux_ipc_device.h"
 #include "cux_introspection.h"
-#include "cux_ipc_export.h"
-#include "cux_ipc_import.h"
-#include "cux_ipc_memh.h"
-#include "cux_ipc_peer_read.h"
-#include "cux_ipc_channel.h"
+#include "ipc/cux_ipc_memh_export.h"
+#include "ipc/import/cux_ipc_import.h"
+#include "ipc/export/cux_ipc_answer.h"
+#include "ipc/cux_ipc_memh.h"
+#include "ipc/import/cux_ipc_peer_read.h"
+#include "ipc/channel/cux_ipc_channel.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc memory domain (component "cuda_ipc"): its settings, and the registration of GPU memory, whose key is
- * the key of the buffer's allocation (cux_ipc_export.h) and is packed, and renewed when the allocation at the
+ * the key of the buffer's allocation (cux_ipc_memh_export.h) and is packed, and renewed when the allocation at the
  * buffer changed, by cux_ipc_memh.h. The importing side (unpacking peers' keys, mapping their memory) is
  * cux_ipc_import.h.
  */
@@ -9,11 +9,11 @@
 #define CUX_IPC_MD_H_
 
 #include "compat/cux_ucx_compat.h"
-#include "cux_ipc_fd_export.h"
-#include "cux_ipc_rkey.h"
-#include "cux_ipc_proof.h"
-#include "cux_ipc_names.h"
-#include "cux_ipc_span.h"
+#include "ipc/export/cux_ipc_fd_export.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/common/cux_ipc_names.h"
+#include "ipc/export/cux_ipc_span.h"
 
 #include <ucs/type/spinlock.h>
 #include <sys/types.h>

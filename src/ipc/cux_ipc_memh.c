@@ -2,9 +2,9 @@
 /*
  * cuda_ipc, exporting side: a registration's keys over its life. See cux_ipc_memh.h.
  */
-#include "cux_ipc_memh.h"
-#include "cux_ipc_export.h"
-#include "cux_ipc_key_table.h"
+#include "ipc/cux_ipc_memh.h"
+#include "ipc/cux_ipc_memh_export.h"
+#include "ipc/export/cux_ipc_key_table.h"
 #include "base/cux_ptr.h"
 
 #include <ucs/debug/log.h>

@@ -10,7 +10,7 @@
 #ifndef CUX_IPC_MEMH_H_
 #define CUX_IPC_MEMH_H_
 
-#include "cux_ipc_md.h"
+#include "ipc/cux_ipc_md.h"
 
 /* mkey_pack of the cuda_ipc memory domain: the key for [address, address + length) of the registration. */
 ucs_status_t cux_ipc_memh_pack(uct_md_h tl_md, uct_mem_h tl_memh, const void *address, size_t length,

@@ -9,9 +9,9 @@
  * completion, which the pieces still hold. The list itself is compiled for every release (its tests run on all of
  * them); the ops that hand it to UCX exist where UCX has them (1.22+ put, 1.23+ get).
  */
-#include "cux_ipc_sgl.h"
-#include "cux_ipc_ep.h"
-#include "cux_ipc_import.h"
+#include "ipc/cux_ipc_sgl.h"
+#include "ipc/cux_ipc_ep.h"
+#include "ipc/import/cux_ipc_import.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

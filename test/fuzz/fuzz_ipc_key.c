@@ -16,7 +16,7 @@
  * An all-zero input is the true address or key, so the fuzzer starts from the paths that succeed. Inputs shorter
  * than what UCX hands over are zero-padded to it: UCP always passes the sizes the transport declared.
  */
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 #include "driver/cux_driver.h"
 #include "driver/cux_device.h"
 

@@ -4,7 +4,7 @@
  * from inputs that pass the first checks (addresses and keys on the endpoint start from the helper's true ones). Writes one file per seed into
  * the directory named on the command line (the committed seeds in corpus/ are host-independent).
  */
-#include "ipc/cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 #include <ucs/sys/sys.h>
 #include <ucs/sys/uid.h>

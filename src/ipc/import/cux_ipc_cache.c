@@ -2,7 +2,7 @@
 /*
  * Mapping cache for cuda_ipc: see cux_ipc_cache.h.
  */
-#include "cux_ipc_cache.h"
+#include "ipc/import/cux_ipc_cache.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

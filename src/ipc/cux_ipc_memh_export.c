@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_ipc, exporting side: an allocation's key. See cux_ipc_export.h.
+ * cuda_ipc, exporting side: an allocation's key. See cux_ipc_memh_export.h.
  */
-#include "cux_ipc_export.h"
-#include "cux_ipc_fabric.h"
-#include "cux_ipc_key_table.h"
+#include "ipc/cux_ipc_memh_export.h"
+#include "ipc/common/cux_ipc_fabric.h"
+#include "ipc/export/cux_ipc_key_table.h"
 #include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>

@@ -11,7 +11,7 @@
 #ifndef CUX_IPC_KEY_TABLE_H_
 #define CUX_IPC_KEY_TABLE_H_
 
-#include "cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 #include <ucs/type/status.h>
 #include <stdint.h>

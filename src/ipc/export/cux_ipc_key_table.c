@@ -2,7 +2,7 @@
 /*
  * The keys this process has handed out: see cux_ipc_key_table.h.
  */
-#include "cux_ipc_key_table.h"
+#include "ipc/export/cux_ipc_key_table.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

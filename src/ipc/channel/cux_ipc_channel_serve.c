@@ -4,8 +4,8 @@
  * other PID namespaces (see cux_ipc_channel.h).
  */
 #define _GNU_SOURCE
-#include "cux_ipc_channel.h"
-#include "cux_ipc_names.h"
+#include "ipc/channel/cux_ipc_channel.h"
+#include "ipc/common/cux_ipc_names.h"
 #include "base/cux_fd_passing.h"
 
 #include <ucs/debug/log.h>

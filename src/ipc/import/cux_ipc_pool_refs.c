@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include "cux_ipc_pool_refs.h"
+#include "ipc/import/cux_ipc_pool_refs.h"
 
 #include "driver/cux_driver.h"
 

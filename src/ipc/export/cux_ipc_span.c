@@ -2,9 +2,9 @@
 /*
  * cuda_ipc, exporting side: see cux_ipc_span.h.
  */
-#include "cux_ipc_span.h"
-#include "cux_ipc_key_table.h"
-#include "cux_ipc_proof.h"
+#include "ipc/export/cux_ipc_span.h"
+#include "ipc/export/cux_ipc_key_table.h"
+#include "ipc/export/cux_ipc_identity.h"
 #include "base/cux_ptr.h"
 #include "driver/cux_device.h"
 

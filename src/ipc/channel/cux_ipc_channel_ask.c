@@ -4,7 +4,7 @@
  * over it (see cux_ipc_channel.h). The caller holds one connection per peer and asks one question at a time.
  */
 #define _GNU_SOURCE
-#include "cux_ipc_channel.h"
+#include "ipc/channel/cux_ipc_channel.h"
 #include "base/cux_fd_passing.h"
 
 #include <ucs/debug/log.h>

@@ -6,10 +6,12 @@
 #ifndef CUX_IPC_PROOF_CHANNEL_H_
 #define CUX_IPC_PROOF_CHANNEL_H_
 
-#include "cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_proof.h"
 
 #include <ucs/debug/log.h>
+#include <errno.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 /* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
 #define cux_ipc_peer_reject(_peer, _fmt, ...) \
@@ -32,14 +34,10 @@
 #endif
 
 /* The pidfd's process has not exited: a pid read before this was not reused in between. */
-int cux_ipc_pidfd_alive(int pidfd);
-
-/* Random bytes (getrandom; a weaker fallback, said once, where there is no entropy source). */
-void cux_ipc_random(void *buf, size_t len);
-
-/* The answer to a challenge: a keyed hash of the nonce and the address (its secret left out) under that secret,
- * which only the process that made the address knows besides the peers it handed the address to. */
-uint64_t cux_ipc_proof_hello_hash(const cux_ipc_iface_addr_t *addr, uint64_t nonce);
+static inline int cux_ipc_pidfd_alive(int pidfd)
+{
+    return (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0) || (errno == EPERM);
+}
 
 /* A peer of another PID namespace (cux_ipc_peer_open): connected to over its socket, and who answers there
  * checked against what the kernel says and against the address's secret. UCS_ERR_UNREACHABLE otherwise (said

@@ -6,10 +6,10 @@
  * driver writes into it. Who the peer is (its address proven) is cux_ipc_proof.c.
  */
 #define _GNU_SOURCE
-#include "cux_ipc_proof.h"
-#include "cux_ipc_peer_read.h"
-#include "cux_ipc_key_table.h"
-#include "cux_ipc_proof_channel.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_peer_read.h"
+#include "ipc/export/cux_ipc_key_table.h"
+#include "ipc/import/cux_ipc_proof_channel.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>

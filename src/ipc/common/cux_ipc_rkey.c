@@ -2,7 +2,7 @@
 /*
  * cuda_ipc remote key: see cux_ipc_rkey.h.
  */
-#include "cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 #include <ucs/debug/log.h>
 #include <inttypes.h>

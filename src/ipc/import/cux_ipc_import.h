@@ -8,8 +8,8 @@
 #ifndef CUX_IPC_IMPORT_H_
 #define CUX_IPC_IMPORT_H_
 
-#include "cux_ipc_cache.h"
-#include "cux_ipc_proof.h"
+#include "ipc/import/cux_ipc_cache.h"
+#include "ipc/import/cux_ipc_proof.h"
 #include "compat/cux_ucx_compat.h"
 
 /* A remote key as the endpoint uses it: the checked key and what this process resolves from it once, at

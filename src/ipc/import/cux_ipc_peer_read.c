@@ -3,7 +3,7 @@
  * Reads of another process's memory with a deadline: see cux_ipc_peer_read.h.
  */
 #define _GNU_SOURCE
-#include "cux_ipc_peer_read.h"
+#include "ipc/import/cux_ipc_peer_read.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>

@@ -2,7 +2,7 @@
 /*
  * cuda_ipc and fabric handles: see cux_ipc_fabric.h.
  */
-#include "cux_ipc_fabric.h"
+#include "ipc/common/cux_ipc_fabric.h"
 #include "cux_introspection.h"
 #include "driver/cux_driver.h"
 

@@ -2,11 +2,11 @@
 /*
  * cuda_ipc, importing side: see cux_ipc_map.h.
  */
-#include "cux_ipc_map.h"
-#include "cux_ipc_pool_refs.h"
-#include "cux_ipc_proof.h"
-#include "cux_ipc_channel.h"
-#include "cux_ipc_fabric.h"
+#include "ipc/import/cux_ipc_map.h"
+#include "ipc/import/cux_ipc_pool_refs.h"
+#include "ipc/import/cux_ipc_proof.h"
+#include "ipc/channel/cux_ipc_channel.h"
+#include "ipc/common/cux_ipc_fabric.h"
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>

@@ -2,7 +2,7 @@
 /*
  * cuda_ipc, exporting side: see cux_ipc_fd_export.h.
  */
-#include "cux_ipc_fd_export.h"
+#include "ipc/export/cux_ipc_fd_export.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>

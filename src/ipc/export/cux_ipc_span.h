@@ -12,8 +12,8 @@
 #ifndef CUX_IPC_SPAN_H_
 #define CUX_IPC_SPAN_H_
 
-#include "cux_ipc_fd_export.h"
-#include "cux_ipc_rkey.h"
+#include "ipc/export/cux_ipc_fd_export.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 typedef struct cux_ipc_span {
     struct cux_ipc_span  *next;                      /* the registration's older spans */

@@ -25,7 +25,7 @@
 #ifndef CUX_IPC_CACHE_H_
 #define CUX_IPC_CACHE_H_
 
-#include "cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 #include <ucs/datastruct/list.h>
 #include <ucs/time/time.h>

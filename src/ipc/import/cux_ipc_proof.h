@@ -35,9 +35,10 @@
 #ifndef CUX_IPC_PROOF_H_
 #define CUX_IPC_PROOF_H_
 
-#include "cux_ipc_addr.h"
-#include "cux_ipc_channel.h"
-#include "cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_addr.h"
+#include "ipc/common/cux_ipc_rkey.h"
+#include "ipc/channel/cux_ipc_channel.h"
+#include "ipc/export/cux_ipc_identity.h"
 
 #include <ucs/type/status.h>
 #include <pthread.h>
@@ -77,29 +78,11 @@ typedef struct cux_ipc_peer {
     pthread_mutex_t channel_lock; /* one question at a time on it */
 } cux_ipc_peer_t;
 
-/* This process's PID namespace: the inode of /proc/self/ns/pid (0 where it cannot be read). */
-uint64_t cux_ipc_pid_namespace(void);
-
 /* Did the peer make the key (its pid in its namespace)? */
 static inline int cux_ipc_peer_made(const cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
     return (key->pid == peer->pid) && (key->pid_ns == peer->pid_ns);
 }
-
-/* Is the key of this very process? */
-int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key);
-
-/* Did this process hand the key out, does it still hold it, with the secret only it computes? use (or NULL) runs
- * with its table of keys out locked while it holds the key (cux_ipc_key_table_use): the one check of an own key,
- * for an endpoint to this process and for a peer of another namespace asking over the channel. */
-int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),
-                              void *arg);
-
-/* What this process answers a peer of another PID namespace over its socket (cux_ipc_channel_listen). */
-size_t cux_ipc_proof_answer(const cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply, int *fd_p);
-
-/* This process's address (a forked child gets an identity of its own). */
-void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 
 /* Whether the address comes from a process on this host in another PID namespace than pid_ns (ours): a peer no
  * proof reaches (cux_ipc_peer_open says so once per namespace, at warning level). */
@@ -134,9 +117,4 @@ int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32
  * on a handle of our own that the driver writes the exporting pid where it is read. Where it does not, only a
  * peer whose memory proved the key passes. UCS_ERR_UNREACHABLE otherwise. */
 ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
-
-/* The secret of a key for an allocation of this process: the same for every registration of the allocation,
- * unpredictable without this process's random key. */
-uint64_t cux_ipc_proof_key_secret(const cux_ipc_rkey_t *key);
-
 #endif

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc peer proofs for peers of other PID namespaces: what this process asks over a peer's socket and what
- * the answers mean, and what it answers such peers itself (cux_ipc_proof.h says what is proven; the channel,
- * cux_ipc_channel.h, only carries the questions).
+ * the answers mean (cux_ipc_proof.h says what is proven; the channel, cux_ipc_channel.h, only carries the
+ * questions; what a process answers is the exporting side's, cux_ipc_answer.c).
  *
  * Who listens on the socket an address names is the kernel's word, never the address's:
  * - a listener the kernel shows in our own namespace (its NSpid has one level) is no peer of another namespace,
@@ -16,10 +16,9 @@
  * only knows where the socket is learns nothing that lets it pose as that process.
  */
 #define _GNU_SOURCE
-#include "cux_ipc_proof_channel.h"
-#include "cux_ipc_names.h"
-#include "cux_ipc_peer_read.h"
-#include "base/cux_siphash.h"
+#include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/common/cux_ipc_names.h"
+#include "ipc/import/cux_ipc_peer_read.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
@@ -39,22 +38,6 @@ static int cux_ipc_proof_unshown_for_tests; /* cux_ipc_proof_channel_test_unshow
 void cux_ipc_proof_channel_test_unshown(int how)
 {
     __atomic_store_n(&cux_ipc_proof_unshown_for_tests, how, __ATOMIC_RELAXED);
-}
-
-/* --- the challenge --- */
-
-uint64_t cux_ipc_proof_hello_hash(const cux_ipc_iface_addr_t *addr, uint64_t nonce)
-{
-    const uint64_t key[2] = {addr->secret, ~addr->secret};
-    struct {
-        uint64_t             nonce;
-        cux_ipc_iface_addr_t addr;
-    } UCS_S_PACKED in;
-
-    in.nonce       = nonce;
-    in.addr        = *addr;
-    in.addr.secret = 0;
-    return cux_siphash(key, &in, sizeof(in));
 }
 
 /* --- asking --- */
@@ -362,80 +345,4 @@ int cux_ipc_proof_channel_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *ke
         fd = -1;
     }
     return fd;
-}
-
-/* --- answering: this process, to a peer of another namespace --- */
-
-typedef struct {
-    uint32_t piece; /* which descriptor: CUX_IPC_CHANNEL_KEY_FD, or a span's piece */
-    int      fd;    /* its duplicate, or -1 */
-} cux_ipc_proof_fd_use_t;
-
-/* With the table of keys out locked and the key held: its descriptor (or a piece's), duplicated for the reply. */
-static void cux_ipc_proof_dup_fd(const cux_ipc_rkey_t *key, void *arg)
-{
-    cux_ipc_proof_fd_use_t *use = arg;
-    const cux_ipc_span_piece_t *piece;
-    int fd = -1;
-
-    if ((use->piece == CUX_IPC_CHANNEL_KEY_FD) &&
-        ((key->kind == CUX_IPC_KIND_VMM_FD) || (key->kind == CUX_IPC_KIND_POOL_FD))) {
-        fd = key->export_fd;
-    } else if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (use->piece < key->span.count)) {
-        piece = (const cux_ipc_span_piece_t*)(uintptr_t)key->span.table;
-        fd    = piece[use->piece].fd;
-    }
-    use->fd = (fd >= 0) ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-}
-
-typedef struct {
-    cux_ipc_channel_reply_t *reply;
-    size_t                  len; /* of the table copied into the reply */
-} cux_ipc_proof_span_copy_t;
-
-/* With the table locked and the key held: its span's table, sized by the held key, and only for a span. */
-static void cux_ipc_proof_copy_span(const cux_ipc_rkey_t *key, void *arg)
-{
-    cux_ipc_proof_span_copy_t *copy = arg;
-
-    if ((key->kind == CUX_IPC_KIND_VMM_SPAN) && (key->span.count <= CUX_IPC_SPAN_MAX)) {
-        copy->len = key->span.count * sizeof(copy->reply->piece[0]);
-        memcpy(copy->reply->piece, (const void*)(uintptr_t)key->span.table, copy->len);
-        copy->reply->status = UCS_OK;
-    }
-}
-
-size_t cux_ipc_proof_answer(const cux_ipc_channel_request_t *req, cux_ipc_channel_reply_t *reply, int *fd_p)
-{
-    cux_ipc_proof_span_copy_t copy = {.reply = reply, .len = 0};
-    cux_ipc_proof_fd_use_t use     = {.piece = req->piece, .fd = -1};
-    cux_ipc_iface_addr_t own, claim;
-
-    switch (req->op) {
-    case CUX_IPC_CHANNEL_HELLO:
-        /* the challenge answered only for this process's own address, and the secret never sent */
-        cux_ipc_proof_own_address(&own, cux_ipc_pid_namespace());
-        claim        = own;
-        claim.secret = 0;
-        if (memcmp(&claim, &req->hello.addr, sizeof(claim)) != 0) {
-            return 0;
-        }
-        reply->proof  = cux_ipc_proof_hello_hash(&own, req->hello.nonce);
-        reply->status = UCS_OK;
-        return sizeof(reply->proof);
-    case CUX_IPC_CHANNEL_PROVE:
-        reply->status = cux_ipc_proof_own_key_use(&req->key, NULL, NULL) ? UCS_OK : UCS_ERR_UNREACHABLE;
-        return 0;
-    case CUX_IPC_CHANNEL_TAKE_FD:
-        if (cux_ipc_proof_own_key_use(&req->key, cux_ipc_proof_dup_fd, &use) && (use.fd >= 0)) {
-            *fd_p         = use.fd;
-            reply->status = UCS_OK;
-        }
-        return 0;
-    case CUX_IPC_CHANNEL_SPAN:
-        (void)cux_ipc_proof_own_key_use(&req->key, cux_ipc_proof_copy_span, &copy);
-        return copy.len;
-    default:
-        return 0;
-    }
 }

@@ -9,7 +9,7 @@
 #ifndef CUX_IPC_MAP_H_
 #define CUX_IPC_MAP_H_
 
-#include "cux_ipc_cache.h"
+#include "ipc/import/cux_ipc_cache.h"
 
 /* The cache's map and unmap; map takes the cux_ipc_peer_t the key came from. */
 extern const cux_ipc_cache_ops_t cux_ipc_map_ops;

@@ -5,8 +5,9 @@
  * mount; each process listens there on a UNIX socket (SOCK_SEQPACKET) named by a random token that its interface
  * address carries.
  *
- * The channel carries questions and answers; what they mean is the proof's (cux_ipc_proof_channel.c), which
- * asks them and hands the server the function that answers them. What the channel itself vouches for is what
+ * The channel carries questions and answers; what they mean is the two sides': the importer's proof asks them
+ * (cux_ipc_proof_channel.c), and the exporting side's answer (cux_ipc_answer.c) is the function the server is
+ * handed. What the channel itself vouches for is what
  * the kernel says: both sides require the other's uid to be their own (SO_PEERCRED), and a client learns what
  * the kernel shows of the process that listens (its pid here, or none where it is not visible from here; a
  * pidfd of it where the kernel gives one), never what that process says of itself.
@@ -18,8 +19,8 @@
 #ifndef CUX_IPC_CHANNEL_H_
 #define CUX_IPC_CHANNEL_H_
 
-#include "cux_ipc_addr.h"
-#include "cux_ipc_rkey.h"
+#include "ipc/common/cux_ipc_addr.h"
+#include "ipc/common/cux_ipc_rkey.h"
 
 #include <ucs/type/status.h>
 #include <stddef.h>
