@@ -151,4 +151,22 @@ ucs_status_t cux_driver_status(CUresult res, ucs_log_level_t level, const char *
 
 #define CUX_DRV_CALL_ERR(_func, ...) CUX_DRV_CALL(UCS_LOG_LEVEL_ERROR, _func, __VA_ARGS__)
 
+/* Export the cuMemCreate allocation at base as a shareable handle of type (a descriptor, a fabric handle) into
+ * shareable: the driver's handle of it is retained for the export and released after. Failures log at debug
+ * level: the caller decides what a refusal means. */
+static inline ucs_status_t cux_driver_export_allocation(uintptr_t base, CUmemAllocationHandleType type,
+                                                        void *shareable)
+{
+    CUmemGenericAllocationHandle handle;
+    ucs_status_t status;
+
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, (void*)base);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, shareable, handle, type, 0);
+    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
+    return status;
+}
+
 #endif

@@ -66,20 +66,10 @@ void cux_ipc_fabric_ask_again(void)
 
 ucs_status_t cux_ipc_fabric_export(uintptr_t base, CUmemFabricHandle *fabric)
 {
-    CUmemGenericAllocationHandle handle;
-    ucs_status_t status;
-
     if (!cux_ipc_fabric_channel_present()) {
         return UCS_ERR_UNSUPPORTED;
     }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, (void*)base);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, fabric, handle,
-                          CU_MEM_HANDLE_TYPE_FABRIC, 0);
-    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
-    return status;
+    return cux_driver_export_allocation(base, CU_MEM_HANDLE_TYPE_FABRIC, fabric);
 }
 
 ucs_status_t cux_ipc_fabric_import(const CUmemFabricHandle *fabric, CUmemGenericAllocationHandle *handle)

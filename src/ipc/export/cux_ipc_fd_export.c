@@ -35,17 +35,7 @@ void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports)
 /* Export the cuMemCreate allocation id names as a POSIX file descriptor. */
 static ucs_status_t cux_ipc_export_vmm(const cux_ipc_fd_export_t *id, int *fd_p)
 {
-    CUmemGenericAllocationHandle handle;
-    ucs_status_t status;
-
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemRetainAllocationHandle, &handle, (void*)(uintptr_t)id->base);
-    if (status != UCS_OK) {
-        return status;
-    }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemExportToShareableHandle, fd_p, handle,
-                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    (void)CUX_DRV_CALL_ERR(cuMemRelease, handle);
-    return status;
+    return cux_driver_export_allocation(id->base, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, fd_p);
 }
 
 /* Export the memory pool id names as a POSIX file descriptor. */
