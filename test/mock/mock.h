@@ -197,6 +197,8 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
 CUresult m_cuIpcCloseMemHandle(CUdeviceptr p);
 /* mock_vmm.c */
 mock_vmm_t *mock_vmm_get(CUmemGenericAllocationHandle h);
+/* The handle types a VMM allocation may be exported as (ALLOWED_HANDLE_TYPES); 0 for no live allocation. */
+unsigned long long mock_vmm_handle_types(CUmemGenericAllocationHandle h);
 int mock_imex_channel(void);
 CUresult m_cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, unsigned long long flags);
 CUresult m_cuMemRelease(CUmemGenericAllocationHandle h);

@@ -340,10 +340,7 @@ CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void *
             break;
         case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
             *(unsigned long long*)data[i] = (a && a->pool) ? mock_pool_handle_types(a->pool) :
-                                            (a && a->vmm && mock_vmm_get(a->handle)) ?
-                                            ((mock_vmm_get(a->handle)->exportable ?
-                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0) |
-                                             (mock_vmm_get(a->handle)->fabric ? CU_MEM_HANDLE_TYPE_FABRIC : 0)) : 0;
+                                            (a && a->vmm) ? mock_vmm_handle_types(a->handle) : 0;
             break;
         case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
             *(CUmemoryPool*)data[i] = a ? (CUmemoryPool)a->pool : NULL;

@@ -5,6 +5,16 @@
 #include "mock.h"
 
 static CUresult mock_vmm_new(int fd, size_t size, int exportable, int fabric, CUmemGenericAllocationHandle *h);
+unsigned long long mock_vmm_handle_types(CUmemGenericAllocationHandle h)
+{
+    const mock_vmm_t *v = mock_vmm_get(h);
+
+    if (v == NULL) {
+        return 0;
+    }
+    return (v->exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0) | (v->fabric ? CU_MEM_HANDLE_TYPE_FABRIC : 0);
+}
+
 static void mock_vmm_put(CUmemGenericAllocationHandle h);
 
 static CUresult mock_vmm_new(int fd, size_t size, int exportable, int fabric, CUmemGenericAllocationHandle *h)
