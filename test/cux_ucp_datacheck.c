@@ -280,7 +280,7 @@ static size_t check_vmm_size(size_t size, const CUmemAllocationProp *prop)
 
 /* cuMemCreate memory of a device, exportable as a POSIX file descriptor (or, for KIND_VMM_FABRIC, as a fabric
  * handle only). */
-static CUmemAllocationProp vmm_prop_of(int device, int kind)
+static CUmemAllocationProp vmm_prop(int device, int kind)
 {
     CUmemAllocationProp prop = {0};
 
@@ -292,11 +292,6 @@ static CUmemAllocationProp vmm_prop_of(int device, int kind)
     return prop;
 }
 
-static CUmemAllocationProp vmm_prop(int device)
-{
-    return vmm_prop_of(device, KIND_VMM);
-}
-
 static int vmm_missing(void)
 {
     return !cu.vmm_granularity || !cu.vmm_create || !cu.vmm_release || !cu.vmm_reserve || !cu.vmm_map ||
@@ -305,9 +300,9 @@ static int vmm_missing(void)
 
 /* A new allocation of len bytes mapped at at, readable and writable from the device; the mapping holds it.
  * CHECK_SKIP where the driver refuses the kind's handle type (fabric without an IMEX channel). */
-static int vmm_map_new_of(int device, int kind, CUdeviceptr at, size_t len)
+static int vmm_map_new(int device, int kind, CUdeviceptr at, size_t len)
 {
-    CUmemAllocationProp prop = vmm_prop_of(device, kind);
+    CUmemAllocationProp prop = vmm_prop(device, kind);
     CUmemAccessDesc access   = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUmemGenericAllocationHandle handle;
     CUresult res;
@@ -322,14 +317,9 @@ static int vmm_map_new_of(int device, int kind, CUdeviceptr at, size_t len)
     return rc;
 }
 
-static int vmm_map_new(int device, CUdeviceptr at, size_t len)
-{
-    return vmm_map_new_of(device, KIND_VMM, at, len);
-}
-
 static int vmm_alloc(int device, int kind, size_t size, CUdeviceptr *dptr)
 {
-    CUmemAllocationProp prop = vmm_prop_of(device, kind);
+    CUmemAllocationProp prop = vmm_prop(device, kind);
     int rc;
 
     if (vmm_missing()) {
@@ -339,7 +329,7 @@ static int vmm_alloc(int device, int kind, size_t size, CUdeviceptr *dptr)
     if ((size == 0) || cu.vmm_reserve(dptr, size, 0, 0, 0)) {
         return -1;
     }
-    rc = vmm_map_new_of(device, kind, *dptr, size);
+    rc = vmm_map_new(device, kind, *dptr, size);
     if (rc != 0) {
         cu.vmm_address_free(*dptr, size);
     }
@@ -353,7 +343,7 @@ static int vmm_alloc(int device, int kind, size_t size, CUdeviceptr *dptr)
 
 static int vmm_split_layout(int device, size_t size, size_t *first_p, size_t *second_p, size_t *offset_p)
 {
-    CUmemAllocationProp prop = vmm_prop(device);
+    CUmemAllocationProp prop = vmm_prop(device, KIND_VMM);
 
     *first_p  = check_vmm_size(CHECK_LEAD + CHECK_SPLIT_AT, &prop);
     *offset_p = *first_p - CHECK_LEAD - CHECK_SPLIT_AT;
@@ -370,8 +360,8 @@ static int vmm_split_alloc(int device, size_t size, CUdeviceptr *dptr)
         return CHECK_SKIP;
     }
     if (!vmm_split_layout(device, size, &first, &second, &offset) ||
-        cu.vmm_reserve(&base, first + second, 0, 0, 0) || vmm_map_new(device, base, first) ||
-        vmm_map_new(device, base + first, second)) {
+        cu.vmm_reserve(&base, first + second, 0, 0, 0) || vmm_map_new(device, KIND_VMM, base, first) ||
+        vmm_map_new(device, KIND_VMM, base + first, second)) {
         return -1;
     }
     *dptr = base + offset;
@@ -391,7 +381,7 @@ static void vmm_split_free(int device, CUdeviceptr dptr, size_t size)
 
 static void vmm_free(int device, CUdeviceptr dptr, size_t size)
 {
-    CUmemAllocationProp prop = vmm_prop(device);
+    CUmemAllocationProp prop = vmm_prop(device, KIND_VMM);
 
     size = check_vmm_size(size, &prop);
     cu.vmm_unmap(dptr, size);
