@@ -18,7 +18,8 @@
 #           all, WRITE and READ, each block checked with a pattern of its own;
 #   pidns   the target in a PID namespace of its own (unshare --pid --fork --kill-child --mount-proc) with
 #           UCX_CUDA_IPC_SOCKET_DIR: nixlbench and cux_nixl_kv, and UCX_PROTO_INFO's word on the transport;
-#   faults  cux_nixl_kv -f kill and -f release with each module.
+#   faults  cux_nixl_kv -f kill and -f release with each module;
+#   plugin-path  ours through UCX_PLUGIN_PATH with UCX's own module left in place (the README's 1.22 route).
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_KV_BLOCKS the blocks per
 # transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
@@ -177,6 +178,29 @@ if has pidns; then
     kv_compare pidns-kv --case "-s 45k -k 1024 -l many -o write -i 20 -w 3" \
         --case "-s 45k -k 1024 -l many -o read -i 20 -w 3" --target-wrap "$wrap"
     unset UCX_CUDA_IPC_SOCKET_DIR
+fi
+
+if has plugin-path; then
+    # The README's other route on 1.22: UCX's own module stays in place and UCX_PLUGIN_PATH names the directory
+    # holding ours, in both processes. Which module answered: ours has settings UCX's lacks (SOCKET_DIR).
+    plugdir="$work/plugin-path"
+    mkdir -p "$plugdir"
+    cp "$ours" "$plugdir/libuct_cuda.so.0"
+    cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0"
+    say "UCX_PLUGIN_PATH=$plugdir: UCX's settings name SOCKET_DIR $(UCX_PLUGIN_PATH=$plugdir "$prefix/bin/ucx_info" \
+        -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR) time(s) (1: ours, 0: UCX's own); without it" \
+        "$("$prefix/bin/ucx_info" -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR)"
+    port=$((20000 + RANDOM % 20000))
+    args="--runtime_type ASIO --asio_port $port --backend UCX $vram --start_block_size 65536 --max_block_size 65536 \
+        --start_batch_size 1024 --max_batch_size 1024 --num_iter 100 --warmup_iter 10 --check_consistency"
+    log="$logs/plugin-path"
+    (export UCX_PLUGIN_PATH=$plugdir UCX_PROTO_INFO=y
+     timeout -k 5 90 "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
+     sleep 1; timeout -k 5 90 "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1; t=$?; wait $!; i=$?
+     echo "exit: initiator $i, target $t" >>"$log-initiator.log")
+    say "nixlbench WRITE 64 KB x 1,024 through UCX_PLUGIN_PATH: $(tail -n 1 "$log-initiator.log");" \
+        "UCP's puts from GPU to GPU memory: $(gpu_put_transports "$log"-*.log);" \
+        "$(grep -hE '^\s*65536\s+1024' "$log-initiator.log" | tr -s ' ' | head -1) (block, batch, B/W GB/s, ...)"
 fi
 
 if has faults; then
