@@ -117,4 +117,5 @@ int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32
  * on a handle of our own that the driver writes the exporting pid where it is read. Where it does not, only a
  * peer whose memory proved the key passes. UCS_ERR_UNREACHABLE otherwise. */
 ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
+
 #endif
