@@ -12,13 +12,11 @@
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
-#include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

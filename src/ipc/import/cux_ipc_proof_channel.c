@@ -22,7 +22,6 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
