@@ -84,6 +84,18 @@ gpu_put_transports() { # LOG...: the transports in UCP_PROTO_INFO's tables of pu
     grep -h -A6 'ucp_put.* from cuda.* to cuda' "$@" | grep -oE 'cuda_ipc|cuda_copy|tcp|sysv|posix|cma' |
         sort | uniq -c | paste -sd' '
 }
+nixlbench_pair() { # LOG TIMEOUT "ARGS" [TARGET WRAPPER...]: one initiator and one target nixlbench, ASIO
+    # runtime on a port of their own, UCX_PROTO_INFO on; LOG-initiator.log ends with both exit statuses
+    local log=$1 limit=$2 args="--runtime_type ASIO --asio_port $((20000 + RANDOM % 20000)) --backend UCX $3" i t
+    shift 3
+    UCX_PROTO_INFO=y timeout -k 5 "$limit" "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
+    sleep 1
+    UCX_PROTO_INFO=y timeout -k 5 "$limit" "$@" "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1
+    t=$?
+    wait $!
+    i=$?
+    echo "exit: initiator $i, target $t" >>"$log-initiator.log"
+}
 nixl_gtest() { # FILTER LOG [VAR=VALUE...]: NIXL's debug gtest binary from $work
     local filter=$1 log=$2
     shift 2
@@ -163,12 +175,9 @@ if has pidns; then
     cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
     for where in host pidns; do
         w=; [ "$where" = pidns ] && w=$wrap
-        port=$((20000 + RANDOM % 20000))
-        args="--runtime_type ASIO --asio_port $port --backend UCX $vram --start_block_size 1048576 \
-            --max_block_size 1048576 --num_iter 20 --warmup_iter 2 --check_consistency"
         log="$logs/proto-$where"
-        (UCX_PROTO_INFO=y timeout -k 5 60 "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
-         sleep 1; UCX_PROTO_INFO=y timeout -k 5 60 $w "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1; wait)
+        nixlbench_pair "$log" 60 "$vram --start_block_size 1048576 --max_block_size 1048576 --num_iter 20 \
+            --warmup_iter 2 --check_consistency" $w
         say "ours, target on the $where: $(gpu_put_transports "$log"-*.log) (UCP's puts from GPU to GPU memory)"
     done
     across="$vram --start_block_size 65536 --max_block_size 16777216 --start_batch_size 1 --max_batch_size 16 \
@@ -190,14 +199,10 @@ if has plugin-path; then
     say "UCX_PLUGIN_PATH=$plugdir: UCX's settings name SOCKET_DIR $(UCX_PLUGIN_PATH=$plugdir "$prefix/bin/ucx_info" \
         -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR) time(s) (1: ours, 0: UCX's own); without it" \
         "$("$prefix/bin/ucx_info" -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR)"
-    port=$((20000 + RANDOM % 20000))
-    args="--runtime_type ASIO --asio_port $port --backend UCX $vram --start_block_size 65536 --max_block_size 65536 \
-        --start_batch_size 1024 --max_batch_size 1024 --num_iter 100 --warmup_iter 10 --check_consistency"
     log="$logs/plugin-path"
-    (export UCX_PLUGIN_PATH=$plugdir UCX_PROTO_INFO=y
-     timeout -k 5 90 "$nixl/bin/nixlbench" $args >"$log-initiator.log" 2>&1 &
-     sleep 1; timeout -k 5 90 "$nixl/bin/nixlbench" $args >"$log-target.log" 2>&1; t=$?; wait $!; i=$?
-     echo "exit: initiator $i, target $t" >>"$log-initiator.log")
+    (export UCX_PLUGIN_PATH=$plugdir
+     nixlbench_pair "$log" 90 "$vram --start_block_size 65536 --max_block_size 65536 --start_batch_size 1024 \
+         --max_batch_size 1024 --num_iter 100 --warmup_iter 10 --check_consistency")
     say "nixlbench WRITE 64 KB x 1,024 through UCX_PLUGIN_PATH: $(tail -n 1 "$log-initiator.log");" \
         "UCP's puts from GPU to GPU memory: $(gpu_put_transports "$log"-*.log);" \
         "$(grep -hE '^\s*65536\s+1024' "$log-initiator.log" | tr -s ' ' | head -1) (block, batch, B/W GB/s, ...)"
