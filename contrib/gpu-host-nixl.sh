@@ -19,7 +19,9 @@
 #   pidns   the target in a PID namespace of its own (unshare --pid --fork --kill-child --mount-proc) with
 #           UCX_CUDA_IPC_SOCKET_DIR: nixlbench and cux_nixl_kv, and UCX_PROTO_INFO's word on the transport;
 #   faults  cux_nixl_kv -f kill and -f release with each module;
-#   plugin-path  ours through UCX_PLUGIN_PATH with UCX's own module left in place (the README's 1.22 route).
+#   plugin-path  ours through UCX_PLUGIN_PATH with UCX's own module left in place (the README's 1.22 route);
+#   ucp-blocks   the kv stage's shape through UCP alone (bench/cux_blocks, no NIXL): the posting cost per block
+#           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_KV_BLOCKS the blocks per
 # transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
@@ -206,6 +208,16 @@ if has plugin-path; then
     say "nixlbench WRITE 64 KB x 1,024 through UCX_PLUGIN_PATH: $(tail -n 1 "$log-initiator.log");" \
         "UCP's puts from GPU to GPU memory: $(gpu_put_transports "$log"-*.log);" \
         "$(grep -hE '^\s*65536\s+1024' "$log-initiator.log" | tr -s ' ' | head -1) (block, batch, B/W GB/s, ...)"
+fi
+
+if has ucp-blocks; then
+    blocks="$work/cux_blocks" # a check program of the plugin's build (it needs gtest): built here alone
+    gcc -O2 -std=gnu11 -I"$top/src" -I"$prefix/include" "$top/bench/cux_blocks.c" -L"$prefix/lib" -lucp -lucs -ldl \
+        -Wl,-rpath,"$prefix/lib" -o "$blocks" >"$logs/cux-blocks-build.log" 2>&1 || failed "cux_blocks build"
+    python3 "$top/bench/blocks_compare.py" --prefix "$prefix" --module "ucx=$ucx_module" --module "ours=$ours" \
+        --blocks "$blocks" --args "-s 45k -k 1024,16384 -l one,many -o put,get -r 5 -f 0 -M 2g" \
+        --repeats "$repeats" --timeout 120 --out "$logs/ucp-blocks" >"$logs/ucp-blocks.log" 2>&1
+    say "cux_blocks 45 KB x 1,024 and 16,384 through UCP: exit $? (table: ucp-blocks/blocks.md)"
 fi
 
 if has faults; then
