@@ -131,7 +131,7 @@ def main():
     env = environment()
     env["ucx"] = subprocess.run([os.path.join(args.prefix, "bin", "ucx_info"), "-v"], stdout=subprocess.PIPE,
                                 text=True).stdout.splitlines()[0].replace("# ", "").replace("Version", "UCX")
-    if args.from_raw:  # the GPUs from gpus.txt, which contrib/gpu-host-blocks.sh writes next to raw/
+    if args.from_raw:  # the GPUs from gpus.txt, which gpu-host/run blocks writes next to raw/
         gpus = os.path.join(args.out, "gpus.txt")
         gpu = ";".join(",".join(l.split(",")[:2]) for l in open(gpus).read().splitlines()) if os.path.exists(gpus) \
             else "(as run)"

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The timing table of contrib/gpu-host-device-api.sh's report (device-api.txt): per level and put shape, each
+"""The timing table of gpu-host/run device-api's report (device-api.txt): per level and put shape, each
 configuration's median us per put over its rounds (the spread: the rounds' lowest and highest run medians ...
 each run's median is of 5 timed launches), and the ratio of the first configuration named to each other one.
 
     bench/device_api_table.py device-api.txt "our device code" "UCX's device code"
     bench/device_api_table.py DIR ourhdr ucxhdr
 
-A directory holds contrib/gpu-host-device-prebuilt.sh's logs (bench-ROUND-check-NAME.log): configurations by NAME.
+A directory holds gpu-host/run device-prebuilt's logs (bench-ROUND-check-NAME.log): configurations by NAME.
 """
 import glob
 import os

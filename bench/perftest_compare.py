@@ -11,7 +11,7 @@ Bandwidth is decimal GB/s (ucx_perftest prints MiB/s); latency is microseconds (
       --cases copy --repeats 3 --out DIR
 
 A module path of "-" installs nothing: the module comes from that entry's environment (LD_PRELOAD), which is
-how a stock UCX without CUDA is measured (contrib/gpu-host-stock-ucx.sh).
+how a stock UCX without CUDA is measured (gpu-host/run stock-ucx).
 """
 import argparse
 import csv

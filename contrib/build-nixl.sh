@@ -6,7 +6,7 @@
 #   contrib/build-nixl.sh NIXL_TREE UCX_PREFIX DEST
 #
 # NIXL_TREE is NIXL's source tree at a release tag; its subprojects (Abseil, asio, taskflow) are downloaded by
-# meson, or are already in NIXL_TREE/subprojects on a machine without network (contrib/nixl-sources-from-git.sh).
+# meson, or are already in NIXL_TREE/subprojects on a machine without network (gpu-host/prepare/nixl-sources-from-git.sh).
 # UCX_PREFIX is the UCX NIXL links to: the UCP API is the same with or without CUDA, so a UCX of the same
 # release built without CUDA serves for the build, and the CUDA-built one of that release runs it
 # (LD_LIBRARY_PATH). Installs NIXL (a release build), its UCX plugin and nixlbench into DEST, copies

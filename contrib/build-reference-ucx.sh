@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Builds the reference UCX for GPU work: UCX from Debian's source package (configure already generated, see
-# contrib/prepare-ucx-src.sh), with CUDA, into PREFIX. Only the libraries, ucx_info and ucx_perftest are
+# gpu-host/prepare/prepare-ucx-src.sh), with CUDA, into PREFIX. Only the libraries, ucx_info and ucx_perftest are
 # built (the test applications do not build with gcc 13), with -Wno-error for gcc 13. UCX's own CUDA module
 # is then copied to PREFIX/reference-module/libuct_cuda.so.0 so that it can be compared with ours.
 #
@@ -16,7 +16,7 @@ jobs=$(nproc)
 
 . "$(dirname "$0")/ucx-src-dir.sh"
 src=$(ucx_src_dir "$src")
-[ -x "$src/configure" ] || { echo "build-reference-ucx: $src has no configure (run contrib/prepare-ucx-src.sh)" >&2; exit 1; }
+[ -x "$src/configure" ] || { echo "build-reference-ucx: $src has no configure (run gpu-host/prepare/prepare-ucx-src.sh)" >&2; exit 1; }
 
 build="$src/build-cuda"
 mkdir -p "$build"

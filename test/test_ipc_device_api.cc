@@ -4,7 +4,7 @@
  * transport. The interface flags device endpoints; an endpoint's device endpoint is the transport's id in GPU
  * memory, one per GPU; a remote memory element is the offset from the peer's address to its mapping here, the
  * key proven first and the mapping held until the key is released. The GPU side (kernels putting through them)
- * runs on the GPU host: contrib/gpu-host-device-api.sh.
+ * runs on the GPU host: gpu-host/run device-api.
  */
 #include "ipc_transport.h"
 

@@ -963,7 +963,7 @@ TEST_F(ipc_transport, the_mock_opens_an_allocation_twice_as_the_driver_does)
     remote_free(legacy);
 }
 
-/* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, contrib/gpu-host-pidns.sh) gives
+/* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, gpu-host/run pidns) gives
  * on the mock what it measured on the H200: a legacy handle and a VMM descriptor over SCM_RIGHTS open, every byte
  * checked, with either side in its own namespace (the mock with its broker, as the contained peers use it). */
 TEST(ipc_pidns_probe, gives_on_the_mock_what_it_measured_on_the_gpu_host)

@@ -34,7 +34,7 @@ TEST(license, every_source_file_has_an_spdx_line)
     EXPECT_EQ("BSD 3-Clause License", first);
 
     int checked = 0;
-    for (const char *dir : {"src", "test", "contrib", "bench", "m4"}) {
+    for (const char *dir : {"src", "test", "contrib", "gpu-host", "tools", "bench", "m4"}) {
         for (const auto &entry : fs::recursive_directory_iterator(source_path(dir))) {
             std::string path = entry.path().string(), ext = entry.path().extension().string();
             bool libtool_m4 = (std::string(dir) == "m4") &&

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The copy kernel of cux_copy_kernel.c: every copy of a batch in one launch. Not built with the module (which
- * needs no CUDA compiler): contrib/gen-copy-kernel-ptx.sh turns it into cux_copy_kernel_ptx.h, PTX that the
+ * needs no CUDA compiler): tools/gen-copy-kernel-ptx.sh turns it into cux_copy_kernel_ptx.h, PTX that the
  * driver compiles for the GPU at load.
  *
  * blockIdx.y picks the copy, the x blocks stride over its bytes: 16 bytes at a time when source, destination

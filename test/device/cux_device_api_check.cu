@@ -11,7 +11,7 @@
  * --bench times instead of checking: many small puts from one kernel, and large puts, per level (cudaEvent,
  * median of 5), puts of up to MAX bytes (default: all); the same build's run without it is the data check that
  * makes its figures count.
- * Built with nvcc against an installed UCX 1.21+ (contrib/gpu-host-device-api.sh); the device code comes from
+ * Built with nvcc against an installed UCX 1.21+ (gpu-host/run device-api); the device code comes from
  * UCX's own cuda_ipc.cuh or, for a UCX built without CUDA, from include/uct/cuda/cuda_ipc/cuda_ipc.cuh here.
  * Prints "N passed, M failed" last; exit status 0 only if nothing failed.
  */

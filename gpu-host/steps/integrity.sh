@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Data integrity on a GPU host (issue 9), after contrib/gpu-host-verify.sh (which builds the reference UCX with
+# Data checks with plain synchronous fills, repeated; peer error handling; memory-operation cost.
+#
+# Data integrity on a GPU host (issue 9), after gpu-host/run verify (which builds the reference UCX with
 # CUDA, builds and tests the plugin, and installs our module into that UCX in place of UCX's own):
 #
-#   OUT=/some/dir contrib/gpu-host-integrity.sh STEP [RUNS]
+#   OUT=/some/dir gpu-host/run integrity STEP [RUNS]
 #
 # STEP repeat: test/cux_ucp_datacheck, fills by plain synchronous cuMemcpy and nothing after them, RUNS times in a
 #              row (default 20) with our module installed (the drop-in use: UCX's own allocation hooks report
@@ -15,7 +17,7 @@
 #              and ucx_perftest, ours against ours with CUX_SYNC_MEMOPS=n and UCX's own module (bench "integrity").
 # Writes $OUT/integrity-STEP.txt.
 set -u
-step=${1:?usage: gpu-host-integrity.sh repeat|errors|cost [RUNS]}
+step=${1:?usage: gpu-host/run integrity repeat|errors|cost [RUNS]}
 runs=${2:-20}
 out=${OUT:-/tmp/cux-out}
 prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
@@ -26,7 +28,7 @@ log="$out/integrity-$step.txt"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_TLS=${UCX_TLS:-self,sm,cuda_copy,cuda_ipc}
-[ -x "$check" ] || { echo "no $check: run contrib/gpu-host-verify.sh first" | tee -a "$log"; exit 1; }
+[ -x "$check" ] || { echo "no $check: run gpu-host/run verify first" | tee -a "$log"; exit 1; }
 
 use_module() { cp "$prefix/$1/libuct_cuda.so.0" "$moddir/libuct_cuda.so.0.tmp" && mv "$moddir/libuct_cuda.so.0.tmp" "$moddir/libuct_cuda.so.0"; }
 note() { echo "== $(date +%T) $*" | tee -a "$log"; }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# UCX's device API over our cuda_ipc: UCX 1.22 built here, the device check, gtests, timings.
+#
 # UCX's device API (GPU-initiated puts, signals and reads) over our cuda_ipc on a GPU host (issue 33), in one go:
 #
-#   OUT=DIR contrib/gpu-host-device-api.sh
+#   OUT=DIR gpu-host/run device-api
 #
 # 1. UCX 1.22 built with CUDA (PREFIX /opt/ucx122, contrib/build-reference-ucx.sh; kept if already there) and
 #    the plugin built against it; test/device/cux_device_api_check.cu compiled twice: with UCX's own cuda_ipc.cuh
@@ -18,17 +20,13 @@
 # Inputs in ./gpu-carry: ucx-1.22.0-src.tar.gz (configure generated), the plugin's dist tarball, googletest/,
 # ucx-1.22.0-nocuda-install.tar.gz. Writes $OUT/device-api.txt and $OUT/device-api-logs.tar.gz.
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
-carry="$top/gpu-carry"
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 out=${OUT:-/tmp/cux-out}
 work=/tmp/cux-devapi
 prefix=/opt/ucx122
 report="$out/device-api.txt"
 mkdir -p "$out" "$work/logs"
-t0=$(date +%s)
-rc=0
-say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
-failed() { say "FAILED: $*"; rc=1; }
+gh_report "$report"
 finish() { tar -C "$work" -czf "$out/device-api-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
 
 say "$(nvidia-smi -L | wc -l) GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
@@ -38,17 +36,14 @@ only_device_code=${CUX_DEVAPI_DEVICE_CODE_ONLY:-0}
 if [ "$only_device_code" != 1 ] && [ ! -x "$prefix/bin/ucx_info" ]; then
     say "building UCX 1.22 with CUDA into $prefix"
     CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC=' \
-        "$top/contrib/build-reference-ucx.sh" "$ucx_src" "$prefix" >"$work/logs/ucx-build.log" 2>&1 ||
+        gh_reference_ucx "$ucx_src" "$prefix" "$work/logs/ucx-build.log" ||
         { failed "UCX build"; finish; }
 fi
 tar -C / -xzf "$carry/ucx-1.22.0-nocuda-install.tar.gz"
 nocuda=/work/u122/install # where the tarball was made: libtool and pkg-config files name it
 
 gt="$work/gtest"
-mkdir -p "$gt/lib"
-g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
-    -c "$carry/googletest/src/gtest-all.cc" -o "$gt/gtest-all.o" && ar rcs "$gt/lib/libgtest.a" "$gt/gtest-all.o" ||
-    { failed "googletest"; finish; }
+gh_googletest "$gt" "$work/logs/gtest-build.log" || { failed "googletest"; finish; }
 
 # the plugin against a UCX (the build directory $2)
 build_plugin() {

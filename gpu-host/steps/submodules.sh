@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# UCX's gdr_copy submodule with UCX's module and with ours in place.
+#
 # UCX's gdr_copy submodule with our module in place of UCX's own (issue 20), on a GPU host:
 #
-#   OUT=DIR contrib/gpu-host-submodules.sh PREFIX OUR_MODULE
+#   OUT=DIR gpu-host/run submodules PREFIX OUR_MODULE
 #
 # PREFIX is a UCX built with CUDA and gdrcopy's user library (contrib/build-reference-ucx.sh with
 # CUX_UCX_CONFIGURE_EXTRA=--with-gdrcopy=DIR), with UCX's own module in PREFIX/reference-module; OUR_MODULE is
@@ -12,15 +14,15 @@
 # (`ucx_info -e`, two `ucx_perftest` processes) end normally. Without /dev/gdrdrv, gdr_copy offers no device:
 # the same for both modules is the expected result. Writes $OUT/submodules.txt; leaves ours installed.
 set -u
-prefix=${1:?usage: gpu-host-submodules.sh PREFIX OUR_MODULE}
-ours=${2:?usage: gpu-host-submodules.sh PREFIX OUR_MODULE}
+. "$(dirname "$0")/../lib.sh" # top, carry, say, failed, the shared set-up
+prefix=${1:?usage: gpu-host/run submodules PREFIX OUR_MODULE}
+ours=${2:?usage: gpu-host/run submodules PREFIX OUR_MODULE}
 out=${OUT:-/tmp/cux-out}
 report="$out/submodules.txt"
 moddir="$prefix/lib/ucx"
 mkdir -p "$out"
-rc=0
 
-say() { echo "== $*" | tee -a "$report"; }
+gh_report "$report"
 
 [ -e "$moddir/libuct_cuda_gdrcopy.so.0" ] || { say "FAILED: no gdr_copy module in $moddir"; exit 1; }
 say "UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# \(Library version:\|Version\) //p' | head -n 1), $(ls /dev/gdrdrv 2>/dev/null || echo 'no /dev/gdrdrv')"

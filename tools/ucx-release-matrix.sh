@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The plugin against UCX releases built from their tags, on a machine without a GPU (issue 21):
 #
-#   contrib/ucx-release-matrix.sh UCX_GIT_DIR WORK_DIR [X.Y.Z ...]
+#   tools/ucx-release-matrix.sh UCX_GIT_DIR WORK_DIR [X.Y.Z ...]
 #
 # UCX_GIT_DIR is a clone of UCX's repository with its release tags; WORK_DIR is where each release's tree,
 # installation and our build go (outside this repository, or an ignored path: UCX's code is never part of

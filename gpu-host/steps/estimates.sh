@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# What the CUDA transports tell UCP per pair of memory types, and what UCP picks, each module.
+#
 # What the CUDA transports tell UCP per pair of memory types, and what UCP chooses from it (issue 20, item 4),
 # with UCX's module and with ours, on a GPU host:
 #
-#   OUT=DIR contrib/gpu-host-estimates.sh PREFIX OUR_MODULE
+#   OUT=DIR gpu-host/run estimates PREFIX OUR_MODULE
 #
 # PREFIX is a UCX (1.16 or later) built with CUDA with its module in PREFIX/reference-module; each module gets
 # its own copy of PREFIX/lib (UCX loads modules next to the libucs in use). For each module, two
@@ -14,14 +16,14 @@
 # Writes $OUT/estimates-MODULE.log (the protocol tables) and $OUT/estimates.txt (the link figures, and for each
 # case the protocols chosen and the bandwidth).
 set -u
-prefix=${1:?usage: gpu-host-estimates.sh PREFIX OUR_MODULE}
-ours=${2:?usage: gpu-host-estimates.sh PREFIX OUR_MODULE}
+prefix=${1:?usage: gpu-host/run estimates PREFIX OUR_MODULE}
+ours=${2:?usage: gpu-host/run estimates PREFIX OUR_MODULE}
 prefix=$(cd "$prefix" && pwd)
 out=${OUT:-/tmp/cux-out}
 work=$(mktemp -d /tmp/cux-est.XXXXXX)
 report="$out/estimates.txt"
 mkdir -p "$out"
-. "$(dirname "$0")/ucx-module-copies.sh"
+. "$(dirname "$0")/../lib.sh"
 module_copies "$prefix" "$ours" "$work"
 : >"$report"
 

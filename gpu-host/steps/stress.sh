@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Data checks on a busy GPU host (issue 31, item 3), after contrib/gpu-host-ucx-versions.sh inplace (a UCX built
+# The data checks beside a busy loop per core: cux_blocks all to all, the UCP check, the rotation.
+#
+# Data checks on a busy GPU host (issue 31, item 3), after gpu-host/run ucx-versions inplace (a UCX built
 # with CUDA, our module in place of its own, the plugin built against it in BUILD):
 #
-#   OUT=DIR contrib/gpu-host-stress.sh PREFIX BUILD [RUNS]
+#   OUT=DIR gpu-host/run stress PREFIX BUILD [RUNS]
 #
 # With one busy loop per core beside them the whole time:
 #   blocks  bench/cux_blocks -n 3 -p all, put and get, one allocation and one per block, 16 KB and 65,539-byte
@@ -13,10 +15,10 @@
 #   stress  test/stress-datachecks.sh's rotation (cux_blocks and the UCP check), RUNS runs with ours.
 # STEPS (default "blocks ucp stress") picks some. Writes $OUT/stress.txt and $OUT/stress-logs.tar.gz.
 set -u
-prefix=${1:?usage: gpu-host-stress.sh PREFIX BUILD [RUNS]}
-build=$(cd "${2:?usage: gpu-host-stress.sh PREFIX BUILD [RUNS]}" && pwd)
+prefix=${1:?usage: gpu-host/run stress PREFIX BUILD [RUNS]}
+build=$(cd "${2:?usage: gpu-host/run stress PREFIX BUILD [RUNS]}" && pwd)
 runs=${3:-50}
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 out=${OUT:-/tmp/cux-out}
 logs=/tmp/cux-stress-logs
 report="$out/stress.txt"
@@ -24,10 +26,8 @@ moddir="$prefix/lib/ucx"
 mkdir -p "$out" "$logs"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_TLS=${UCX_TLS:-self,sm,cuda_copy,cuda_ipc} UCX_WARN_UNUSED_ENV_VARS=n
-t0=$(date +%s)
-rc=0
 
-say() { echo "== +$(($(date +%s) - t0))s $*" | tee -a "$report"; }
+gh_report "$report"
 use_module() { cp "$1" "$moddir/libuct_cuda.so.0.tmp" && mv "$moddir/libuct_cuda.so.0.tmp" "$moddir/libuct_cuda.so.0"; }
 
 hogs=()

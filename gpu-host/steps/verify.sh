@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# The reference UCX with CUDA, ours built and tested on the GPUs, ucx_perftest against UCX's module.
+#
 # End-to-end verification on a GPU host, in one go: reference UCX with CUDA (built, or unpacked from an
 # earlier run), googletest, the plugin built from its dist tarball against that UCX, the gtest suites on the
 # real GPUs, ucx_info with our module installed, and the ucx_perftest comparison with UCX's own module.
 #
-#   OUT=/some/dir contrib/gpu-host-verify.sh [CASES] [REPEATS]
+#   OUT=/some/dir gpu-host/run verify [CASES] [REPEATS]
 #
 # CASES: comma-separated case sets of bench/perftest_compare.py (default copy), or "none" to skip perftest.
 # CUX_TEST_VERIFY_SKIP_TESTS=1 skips the gtest suites (for a benchmark-only call). CUX_BENCH_EXTRA_MODULES adds
 # "--module NAME=PATH[,VAR=VALUE...]" arguments for the comparison (e.g. ours with other settings).
 #
-# Inputs in ./gpu-carry, or $CUX_GPU_CARRY (contrib/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
+# Inputs in ./gpu-carry, or $CUX_GPU_CARRY (gpu-host/prepare/prepare-gpu-carry.sh): ucx-*-src.tar.gz, uct-cuda-plugin-*.tar.gz,
 # googletest/, and optionally ucx-ref-install.tar.gz (an earlier run's reference UCX, saves its build).
 # Writes to $OUT (the device tool brings back at most 8 files): summary.txt (with bench/cux_opcost's
 # per-operation costs), gtest-gpu.log, ucx_info.txt, perftest.md, perftest.csv, bandwidth.png,
 # build-logs.tar.gz and, after building UCX, ucx-ref-install.tar.gz; gtest-mock.log if the mock suites run;
 # stock-ucx.txt when ./gpu-carry/stock exists (CUX_TEST_VERIFY_STOCK=0 skips it).
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
-carry=${CUX_GPU_CARRY:-$top/gpu-carry}
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 out=${OUT:-/tmp/cux-out}
 prefix=${UCX_REF_PREFIX:-/opt/ucx-ref} # one built with CUDA earlier on this machine is taken as it is
 cases=${1:-copy}
@@ -26,10 +27,9 @@ repeats=${2:-3}
 work=/tmp/cux-work
 mkdir -p "$out" "$work/logs"
 summary="$out/summary.txt"
-t0=$(date +%s)
-
-step() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$summary"; }
-fail() { step "FAILED: $*"; tar -C "$work" -czf "$out/build-logs.tar.gz" logs 2>/dev/null; exit 1; }
+gh_report "$summary"
+step() { say "$@"; }
+fail() { failed "$@"; tar -C "$work" -czf "$out/build-logs.tar.gz" logs 2>/dev/null; exit 1; }
 
 step "host: $(hostname), $(nproc) cores"
 nvidia-smi -L >>"$summary" 2>&1
@@ -46,7 +46,7 @@ if [ ! -x "$prefix/bin/ucx_info" ]; then
         tar -C / -xzf "$carry/ucx-ref-install.tar.gz" || fail "unpacking ucx-ref-install.tar.gz"
     else
         step "building the reference UCX (with CUDA) from $(basename "$ucx_tar")"
-        "$top/contrib/build-reference-ucx.sh" "$ucx_src" "$prefix" >"$work/logs/ucx-build.log" 2>&1 ||
+        gh_reference_ucx "$ucx_src" "$prefix" "$work/logs/ucx-build.log" ||
             { cp "$ucx_src/build-cuda/"*.log "$work/logs/" 2>/dev/null; fail "reference UCX build"; }
         tail -n 3 "$work/logs/ucx-build.log" >>"$summary"
         tar -C / --exclude='*.a' --exclude='*.la' -czf "$out/ucx-ref-install.tar.gz" "${prefix#/}"
@@ -55,23 +55,13 @@ fi
 "$prefix/bin/ucx_info" -v | head -1 >>"$summary"
 
 step "building googletest"
-gt="$work/gtest"
-mkdir -p "$gt/lib"
-g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
-    -c "$carry/googletest/src/gtest-all.cc" -o "$gt/gtest-all.o" >"$work/logs/gtest-build.log" 2>&1 &&
-    ar rcs "$gt/lib/libgtest.a" "$gt/gtest-all.o" || fail "googletest build"
+gtest_dir="$work/gtest"
+gh_googletest "$gtest_dir" "$work/logs/gtest-build.log" || fail "googletest build"
 
 step "building the plugin against $prefix"
-plugin_tar=$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)
-tar -C "$work" -xzf "$plugin_tar"
-plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
 plugin="$work/plugin-build"
-mkdir -p "$plugin"
+plugin_src=$(gh_plugin "$work" "$plugin" "$prefix" "$ucx_src" "$work/logs") || fail "plugin build"
 cd "$plugin" || fail "plugin build directory"
-"$plugin_src/configure" --with-ucx="$prefix" --with-ucx-src="$ucx_src" CPPFLAGS="-isystem $carry/googletest/include" \
-    LDFLAGS="-L$gt/lib" >"$work/logs/plugin-configure.log" 2>&1 || fail "plugin configure"
-make -j"$(nproc)" >"$work/logs/plugin-make.log" 2>&1 || fail "plugin build"
-make -j"$(nproc)" check TESTS= >"$work/logs/plugin-check-build.log" 2>&1 || fail "test build"
 
 tests_rc=0
 if [ "${CUX_TEST_VERIFY_SKIP_TESTS:-0}" != 1 ]; then
@@ -113,8 +103,8 @@ echo "$ours_info" | grep -q 'Transport: cuda_ipc' || fail "ucx_info -d does not 
 
 stock_rc=0
 if [ -d "$carry/stock" ] && [ "${CUX_TEST_VERIFY_STOCK:-1}" = 1 ]; then
-    step "Debian's UCX packages with our module preloaded (contrib/gpu-host-stock-ucx.sh)"
-    OUT="$out" CUX_TEST_STOCK_LOGS="$work/logs" "$top/contrib/gpu-host-stock-ucx.sh" "$repeats" >>"$summary" 2>&1
+    step "Debian's UCX packages with our module preloaded (gpu-host/run stock-ucx)"
+    OUT="$out" CUX_TEST_STOCK_LOGS="$work/logs" "$top/gpu-host/steps/stock-ucx.sh" "$repeats" >>"$summary" 2>&1
     stock_rc=$?
 fi
 

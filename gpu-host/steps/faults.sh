@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Issue 10, item 4, on a GPU host: the GPU suites under compute-sanitizer, a soak, and the threaded tests on real
-# GPUs, in a plugin build that contrib/gpu-host-ucx-versions.sh has made (its set-up's build directory):
+# The GPU suites under compute-sanitizer, a soak of 10^6 operations, the threaded tests, in a ucx-versions build.
 #
-#   OUT=DIR contrib/gpu-host-faults.sh BUILD_DIR PREFIX
+# Issue 10, item 4, on a GPU host: the GPU suites under compute-sanitizer, a soak, and the threaded tests on real
+# GPUs, in a plugin build that gpu-host/run ucx-versions has made (its set-up's build directory):
+#
+#   OUT=DIR gpu-host/run faults BUILD_DIR PREFIX
 #
 # 1. soak: CUX_TEST_SOAK_OPS (default 500000) operations over CUX_TEST_SOAK_BUFFERS (default 10000) buffers on cuda_copy
 #    and again on cuda_ipc (10^6 operations in all), holdings printed at start and end;
@@ -18,17 +20,15 @@
 # CUX_TEST_FAULTS_PARTS picks some of "soak threads sanitize" (default all three). PREFIX is the UCX the build was made
 # against. Writes $OUT/faults.txt and $OUT/faults-logs.tar.gz.
 set -u
-build=${1:?usage: gpu-host-faults.sh BUILD_DIR PREFIX}
-prefix=${2:?usage: gpu-host-faults.sh BUILD_DIR PREFIX}
+. "$(dirname "$0")/../lib.sh" # top, carry, say, failed, the shared set-up
+build=${1:?usage: gpu-host/run faults BUILD_DIR PREFIX}
+prefix=${2:?usage: gpu-host/run faults BUILD_DIR PREFIX}
 out=${OUT:-/tmp/cux-out}
 work=/tmp/cux-faults
 report="$out/faults.txt"
 mkdir -p "$out" "$work/logs"
-t0=$(date +%s)
-rc=0
 
-say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
-failed() { say "FAILED: $*"; rc=1; }
+gh_report "$report"
 # the logs come back even when a time limit stops the script
 trap 'tar -C "$work" -czf "$out/faults-logs.tar.gz" logs' EXIT
 trap 'say "stopped by a signal"; exit 143' TERM INT

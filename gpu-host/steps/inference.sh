@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# 100,000 blocks of 45 KB a transfer: per block against UCX's module, scatter-gather against master's.
+#
 # KV-cache transfers at inference scale on a GPU host (issue 34, item 3): a transfer is 100,000 blocks of 45 KB
 # (about 4.6 GB), as vLLM moves them between prefill and decode, in one allocation and in one allocation per
 # block, with bench/cux_blocks through bench/blocks_compare.py (interleaved repeats, median and spread, every
 # block data-checked):
 #
-#   OUT=DIR contrib/gpu-host-inference.sh PREFIX OUR_MODULE CUX_BLOCKS [MASTER_PREFIX MASTER_MODULE MASTER_BLOCKS]
+#   OUT=DIR gpu-host/run inference PREFIX OUR_MODULE CUX_BLOCKS [MASTER_PREFIX MASTER_MODULE MASTER_BLOCKS]
 #
 # 1. one ucp_put_nbx or ucp_get_nbx per block, UCX's own module (PREFIX/reference-module, UCX 1.22) against ours
 #    on PREFIX's core;
@@ -16,7 +18,7 @@
 # "-s 45k -k 100000 -r 3 -f 0 -M 12g"), CUX_INF_REPEATS (default 2) and CUX_INF_LAYOUTS (default "one many")
 # override. Writes $OUT/inference/.
 set -u
-usage="usage: gpu-host-inference.sh PREFIX OUR_MODULE CUX_BLOCKS [MASTER_PREFIX MASTER_MODULE MASTER_BLOCKS]"
+usage="usage: gpu-host/run inference PREFIX OUR_MODULE CUX_BLOCKS [MASTER_PREFIX MASTER_MODULE MASTER_BLOCKS]"
 prefix=${1:?$usage}
 ours=${2:?$usage}
 blocks=${3:?$usage}
@@ -24,7 +26,7 @@ mprefix=${4:-}
 mours=${5:-}
 mblocks=${6:-}
 out=${OUT:-/tmp/cux-out}/inference
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 args=${CUX_INF_ARGS:--s 45k -k 100000 -r 3 -f 0 -M 12g}
 repeats=${CUX_INF_REPEATS:-2}
 timeout=${CUX_INF_TIMEOUT:-120}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two helpers that UCX's device gtests (test/gtest/uct/test_device.cc, 1.22+) call from UCX's CUDA module.
- * contrib/build-ucx-gtest.sh links this file into the test binary in place of that module, so the binary
+ * gpu-host/prepare/build-ucx-gtest.sh links this file into the test binary in place of that module, so the binary
  * reaches a CUDA module only through UCT and runs the same against UCX's module and against ours. Written here
  * from the functions' declarations in UCX's src/uct/cuda/base/cuda_util.h.
  */

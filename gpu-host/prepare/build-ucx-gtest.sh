@@ -7,13 +7,13 @@
 # through UCT, as applications do; the .cu device tests are left out too (no nvcc).
 # CUX_UCX_GTEST_DEVICE=1 keeps them (UCX 1.21+, issue 33): UCX and its tests are built with nvcc for
 # CUX_NVCC_GENCODE (default sm_90 alone, which keeps the build short), and the two helpers the device tests call
-# from UCX's module come from contrib/ucx-gtest-cuda-shim.c instead; only the device tests are built.
+# from UCX's module come from gpu-host/prepare/ucx-gtest-cuda-shim.c instead; only the device tests are built.
 #
-#   contrib/build-ucx-gtest.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
+#   gpu-host/prepare/build-ucx-gtest.sh UCX_SRC_DIR_OR_TARBALL PREFIX [CUDA_DIR]
 #
 # Result: UCX with CUDA and assertions installed in PREFIX, UCX's module copied to PREFIX/reference-module,
 # and the test binary in PREFIX/gtest/gtest. Any machine with the CUDA toolkit builds it (the dev machine's
-# stub libcuda is enough); contrib/gpu-host-ucx-gtest.sh runs it. UCX 1.22 also needs NVML's header and a
+# stub libcuda is enough); gpu-host/run ucx-gtest runs it. UCX 1.22 also needs NVML's header and a
 # library to link: where the toolkit has none (the dev machine), give them in CUX_UCX_CONFIGURE_EXTRA, e.g.
 # "CPPFLAGS=-I/dir/with/nvml.h LDFLAGS=-L/dir/with/libnvidia-ml.so" (Debian's libnvidia-ml-dev has the header;
 # a link stub will do, the GPU host's driver library is the one that runs).
@@ -23,7 +23,7 @@ prefix=$2
 cuda=${3:-/usr/local/cuda}
 jobs=$(nproc)
 
-. "$(dirname "$0")/ucx-src-dir.sh"
+. "$(dirname "$0")/../../contrib/ucx-src-dir.sh"
 src=$(ucx_src_dir "$src")
 am=$src/test/gtest/Makefile.am
 [ -f "$am" ] || { echo "build-ucx-gtest: $src has no test/gtest" >&2; exit 1; }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# ucx_perftest's device-level tests (-a cuda), UCX's module against ours.
+#
 # ucx_perftest's device-level tests (-a cuda: kernels calling UCP's device API, UCX 1.22+) with our module in
 # place of UCX's and with UCX's own, on the same UCX core, interleaved (issue 33, item 4):
 #
-#   OUT=DIR contrib/gpu-host-device-perftest.sh PREFIX OUR_MODULE [ROUNDS]
+#   OUT=DIR gpu-host/run device-perftest PREFIX OUR_MODULE [ROUNDS]
 #
-# PREFIX: a UCX built with CUDA and nvcc (contrib/build-ucx-gtest.sh with CUX_UCX_GTEST_DEVICE=1; UCX's module in
+# PREFIX: a UCX built with CUDA and nvcc (gpu-host/prepare/build-ucx-gtest.sh with CUX_UCX_GTEST_DEVICE=1; UCX's module in
 # PREFIX/reference-module); OUR_MODULE: our libuct_cuda.so.0 built against it. Each module gets its own copy of
 # PREFIX/lib, chosen with LD_LIBRARY_PATH (UCX finds its modules next to the libucs in use). Server and client
 # are two processes on GPU 0, UCX_TLS=self,sm,cuda_copy,cuda_ipc. Shapes: ucp_put_bw at thread and warp (32
@@ -13,15 +15,15 @@
 # modules alternating. Writes $OUT/device-perftest.txt (per shape: each module's median and range over the
 # rounds, and UCX's over ours) and $OUT/device-perftest-*.log. Exit 0 when every run finished.
 set -u
-prefix=${1:?usage: gpu-host-device-perftest.sh PREFIX OUR_MODULE [ROUNDS]}
-ours=${2:?usage: gpu-host-device-perftest.sh PREFIX OUR_MODULE [ROUNDS]}
+prefix=${1:?usage: gpu-host/run device-perftest PREFIX OUR_MODULE [ROUNDS]}
+ours=${2:?usage: gpu-host/run device-perftest PREFIX OUR_MODULE [ROUNDS]}
 rounds=${3:-3}
 out=${OUT:-/tmp/cux-out}
 work=$(mktemp -d /tmp/cux-devperf.XXXXXX)
 report="$out/device-perftest.txt"
 raw="$work/raw"
 mkdir -p "$out"
-. "$(dirname "$0")/ucx-module-copies.sh"
+. "$(dirname "$0")/../lib.sh"
 module_copies "$prefix" "$ours" "$work"
 
 # test level threads size iterations (UCX 1.22's perftest kernels have no block level: "Unsupported level: 2")

@@ -6,7 +6,7 @@
 # exported from a git clone at the version NIXL's wrap names, with the meson.build that the wrap's patch brings
 # (Meson's wrapdb; taskflow's comes with NIXL). With network, none of this is needed: meson downloads them.
 #
-#   contrib/nixl-sources-from-git.sh OUT NIXL_GIT TAG ABSEIL_GIT ASIO_GIT TASKFLOW_GIT TOMLPP_GIT WRAPDB_GIT
+#   gpu-host/prepare/nixl-sources-from-git.sh OUT NIXL_GIT TAG ABSEIL_GIT ASIO_GIT TASKFLOW_GIT TOMLPP_GIT WRAPDB_GIT
 #
 # Leaves OUT/nixl-TAG (NIXL's tree, its subprojects/ filled in). Nothing of theirs is committed here: OUT is
 # outside the repository or ignored.

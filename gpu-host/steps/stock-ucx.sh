@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# Debian's UCX 1.13.1 packages unpacked, ours preloaded by ucx-cuda-run: checks and perftest.
+#
 # Issue 4 on a GPU host: Debian 12's own UCX binary packages (1.13.1, built without CUDA), unpacked beside the
 # host's system, with our module and perftest allocator preloaded through ucx-cuda-run. Nothing of UCX is
-# rebuilt: the module was built on Debian against the same packages (contrib/prepare-gpu-carry.sh).
+# rebuilt: the module was built on Debian against the same packages (gpu-host/prepare/prepare-gpu-carry.sh).
 #
-#   OUT=/some/dir contrib/gpu-host-stock-ucx.sh [REPEATS]
+#   OUT=/some/dir gpu-host/run stock-ucx [REPEATS]
 #
 # Inputs in ./gpu-carry/stock: the .deb files, libuct_cuda.so.0, libcux_perftest.so, ucx-cuda-run and the
 # test programs. Writes $OUT/stock-ucx.txt (commands, ucx_info, protocol lines, data checks, the perftest
 # table); the perftest CSV goes to $CUX_TEST_STOCK_LOGS (default $OUT).
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 carry="$top/gpu-carry/stock"
 out=${OUT:-/tmp/cux-out}
 logs=${CUX_TEST_STOCK_LOGS:-$out}
@@ -19,8 +21,7 @@ root=/tmp/cux-stock-root
 report="$out/stock-ucx.txt"
 mkdir -p "$out" "$logs" "$root"
 
-say() { echo "== $*" | tee -a "$report"; }
-rc=0
+gh_report "$report"
 
 for deb in "$carry"/*.deb; do
     dpkg-deb -x "$deb" "$root" || { say "FAILED: unpacking $(basename "$deb")"; exit 1; }

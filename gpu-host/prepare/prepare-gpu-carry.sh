@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Prepares ./gpu-carry for contrib/gpu-host-verify.sh on a GPU host that has no libtoolize and no package
+# Prepares ./gpu-carry for gpu-host/run verify on a GPU host that has no libtoolize and no package
 # registry: the plugin's dist tarball, the UCX source of the installed version with configure generated, and
 # googletest's sources (built there). Run from a configured build directory's source tree after
 # test/run-all.sh (which leaves a configured ./build).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 carry=gpu-carry
 mkdir -p "$carry"
 
 ucx_src=$(sed -n 's/^UCX_SRC = //p' build/Makefile)
 ucx_name=$(basename "$ucx_src")
-[ -f "$carry/$ucx_name-src.tar.gz" ] || contrib/prepare-ucx-src.sh "$ucx_src" "$carry/$ucx_name-src.tar.gz"
+[ -f "$carry/$ucx_name-src.tar.gz" ] || gpu-host/prepare/prepare-ucx-src.sh "$ucx_src" "$carry/$ucx_name-src.tar.gz"
 
 rm -f "$carry"/uct-cuda-plugin-*.tar.gz
 make -C build dist >/dev/null
@@ -21,7 +21,7 @@ mv build/uct-cuda-plugin-*.tar.gz "$carry/"
 rm -rf "$carry/googletest"
 cp -a /usr/src/googletest/googletest "$carry/googletest"
 
-# Issue 4 (contrib/gpu-host-stock-ucx.sh): Debian's own UCX packages and what we built here against them.
+# Issue 4 (gpu-host/run stock-ucx): Debian's own UCX packages and what we built here against them.
 stock="$carry/stock"
 rm -rf "$stock"
 mkdir -p "$stock"

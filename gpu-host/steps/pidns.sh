@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# Imports from another PID namespace (bench/cux_pidns_probe), perftest across namespaces (root).
+#
 # Issue 36, item 1, on a GPU host (root): what works today between a process in its own PID and mount
 # namespaces (unshare --pid --fork --mount-proc, as a container without hostPID) and a process on the host.
 #
-#   OUT=DIR contrib/gpu-host-pidns.sh PREFIX OUR_MODULE PROBE
+#   OUT=DIR gpu-host/run pidns PREFIX OUR_MODULE PROBE
 #
 # 1. PROBE (bench/cux_pidns_probe): the driver alone; a legacy IPC handle and a VMM descriptor over SCM_RIGHTS,
 #    imported across the namespaces, both ways round, every byte checked.
@@ -13,14 +15,14 @@
 #    transport carried the data.
 # Writes $OUT/pidns.txt and $OUT/pidns-*.log.
 set -u
-prefix=${1:?usage: gpu-host-pidns.sh PREFIX OUR_MODULE PROBE}
-ours=${2:?usage: gpu-host-pidns.sh PREFIX OUR_MODULE PROBE}
-probe=${3:?usage: gpu-host-pidns.sh PREFIX OUR_MODULE PROBE}
+prefix=${1:?usage: gpu-host/run pidns PREFIX OUR_MODULE PROBE}
+ours=${2:?usage: gpu-host/run pidns PREFIX OUR_MODULE PROBE}
+probe=${3:?usage: gpu-host/run pidns PREFIX OUR_MODULE PROBE}
 out=${OUT:-/tmp/cux-out}
 work=$(mktemp -d /tmp/cux-pidns.XXXXXX)
 report="$out/pidns.txt"
 mkdir -p "$out"
-. "$(dirname "$0")/ucx-module-copies.sh"
+. "$(dirname "$0")/../lib.sh"
 module_copies "$prefix" "$ours" "$work"
 
 echo "## driver alone ($(basename "$probe"))" >"$report"

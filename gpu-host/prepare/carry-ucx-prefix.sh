@@ -3,7 +3,7 @@
 # Copies what runs of a UCX installation (shared libraries, modules, ucx_info, ucx_perftest, the reference
 # module) into DEST, without debug information, so that a UCX built here fits a GPU-host call's carry:
 #
-#   contrib/carry-ucx-prefix.sh PREFIX DEST
+#   gpu-host/prepare/carry-ucx-prefix.sh PREFIX DEST
 #
 # On the GPU host run it with LD_LIBRARY_PATH=DEST/lib (UCX finds its modules next to the libucs in use).
 set -euo pipefail

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# Ours across PID namespaces with Debian's UCX 1.13.1 packages: gtests, data check, perftest (root).
+#
 # Issue 36, items 2-3, on a GPU host (root): cuda_ipc between a process in its own PID and mount namespaces
 # (unshare --pid --fork --mount-proc, as a container without hostPID) and a process on the host, through
 # UCX_CUDA_IPC_SOCKET_DIR. Debian 12's own UCX 1.13.1 packages unpacked, our module preloaded (ucx-cuda-run), as
-# contrib/gpu-host-stock-ucx.sh runs them: nothing of UCX rebuilt.
+# gpu-host/run stock-ucx runs them: nothing of UCX rebuilt.
 #
-#   OUT=DIR contrib/gpu-host-containers.sh CARRY [REPEATS]
+#   OUT=DIR gpu-host/run containers CARRY [REPEATS]
 #
 # CARRY holds the .deb files, libuct_cuda.so.0, libcux_perftest.so, libcux_memtype.so, ucx-cuda-run,
 # cux_ucp_datacheck and cux_gtest, built on Debian 12 against those packages.
@@ -20,13 +22,14 @@
 #    cuda_ipc and parity gtest on the GPU.
 # Writes $OUT/containers.txt and logs.
 set -u
-carry=$(cd "${1:?usage: gpu-host-containers.sh CARRY [REPEATS]}" && pwd)
+. "$(dirname "$0")/../lib.sh" # top, carry, say, failed, the shared set-up
+carry=$(cd "${1:?usage: gpu-host/run containers CARRY [REPEATS]}" && pwd)
 repeats=${2:-3}
 out=${OUT:-/tmp/cux-out}
 root=/tmp/cux-containers-root
 report="$out/containers.txt"
 mkdir -p "$out" "$root"
-say() { echo "== $*" | tee -a "$report"; }
+gh_report "$report"
 
 for deb in "$carry"/*.deb; do
     dpkg-deb -x "$deb" "$root" || { say "FAILED: unpacking $(basename "$deb")"; exit 1; }

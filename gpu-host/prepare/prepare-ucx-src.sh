@@ -3,7 +3,7 @@
 # Packs a UCX source tree with its build system generated (autogen.sh needs libtoolize, which the GPU host
 # lacks), for contrib/build-reference-ucx.sh on another machine.
 #
-#   contrib/prepare-ucx-src.sh UCX_SRC OUT.tar.gz
+#   gpu-host/prepare/prepare-ucx-src.sh UCX_SRC OUT.tar.gz
 set -euo pipefail
 src=$(cd "$1" && pwd)
 out=$2

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# Our module against a UCX as its users have it: system, unpacked, plugin or in place.
+#
 # The module with UCX releases other than the reference 1.13.1, on a GPU host (issue 11). Each set-up builds
 # the plugin from its dist tarball against an installed UCX and checks it the way users of that UCX run it:
 #
-#   OUT=DIR CUX_UCX_SRC=TREE contrib/gpu-host-ucx-versions.sh SETUP PREFIX
+#   OUT=DIR CUX_UCX_SRC=TREE gpu-host/run ucx-versions SETUP PREFIX
 #
 # SETUP system:  a distribution UCX installed without ucx_info or headers (Ubuntu 24.04's libucx0 1.16.0,
 #                PREFIX /usr): configure --with-ucx-build-config=detect; the gtest GPU suite; `ucx-cuda-run
@@ -28,51 +30,35 @@
 # CUX_TEST_VERSIONS_OPCOST=0 the per-operation costs (bench/cux_opcost; system and inplace set-ups).
 # CUX_UCX_SRC is the source tree of exactly PREFIX's version: `apt-get source ucx` of the installed package, or
 # UCX's release tag (`git archive vX.Y.Z src configure.ac` is enough for the headers). A UCX to install under
-# PREFIX is built from a tree with configure generated (contrib/prepare-ucx-src.sh here, where libtoolize is)
+# PREFIX is built from a tree with configure generated (gpu-host/prepare/prepare-ucx-src.sh here, where libtoolize is)
 # by contrib/build-reference-ucx.sh there; on the 2x H200 host UCX 1.22 with CUDA needs
 # CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC='. ./gpu-carry holds the plugin's dist tarball and
-# googletest/ (contrib/prepare-gpu-carry.sh). Writes $OUT/versions-SETUP.txt and versions-SETUP-logs.tar.gz.
+# googletest/ (gpu-host/prepare/prepare-gpu-carry.sh). Writes $OUT/versions-SETUP.txt and versions-SETUP-logs.tar.gz.
 set -u
-setup=${1:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
-prefix=${2:?usage: gpu-host-ucx-versions.sh system|plugin|inplace|unpacked PREFIX}
+setup=${1:?usage: gpu-host/run ucx-versions system|plugin|inplace|unpacked PREFIX}
+prefix=${2:?usage: gpu-host/run ucx-versions system|plugin|inplace|unpacked PREFIX}
 ucx_src=${CUX_UCX_SRC:?CUX_UCX_SRC must name the UCX source tree of PREFIX}
 runs=${CUX_TEST_DATACHECK_RUNS:-5}
-top=$(cd "$(dirname "$0")/.." && pwd)
-carry="$top/gpu-carry"
+. "$(dirname "$0")/../lib.sh" # top, carry, the shared set-up
 out=${OUT:-/tmp/cux-out}
 work=/tmp/cux-versions-$setup
-report="$out/versions-$setup.txt"
-mkdir -p "$out" "$work/logs"
-t0=$(date +%s)
-rc=0
-
-say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
-failed() { say "FAILED: $*"; rc=1; }
+gh_report "$out/versions-$setup.txt"
+report=$gh_report_file
+mkdir -p "$work/logs"
 finish() { tar -C "$work" -czf "$out/versions-$setup-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
 
 say "set-up $setup: UCX at $prefix, source $ucx_src; $(nvidia-smi -L | wc -l) GPUs"
 
-# googletest, built here (the GPU host has no package registry)
-gt="$work/gtest"
-mkdir -p "$gt/lib"
-g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
-    -c "$carry/googletest/src/gtest-all.cc" -o "$gt/gtest-all.o" >"$work/logs/gtest-build.log" 2>&1 &&
-    ar rcs "$gt/lib/libgtest.a" "$gt/gtest-all.o" || { failed "googletest build"; finish; }
-
-tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)"
-plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)
-build="$work/build"
-mkdir -p "$build"
-cd "$build" || finish
+gtest_dir="$work/gtest"
+gh_googletest "$gtest_dir" "$work/logs/gtest-build.log" || { failed "googletest build"; finish; }
 config_args=
 [ "$setup" = system ] && config_args=--with-ucx-build-config=detect
 say "configure --with-ucx=$prefix $config_args"
-"$plugin_src/configure" --with-ucx="$prefix" --with-ucx-src="$ucx_src" $config_args \
-    CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gt/lib" >"$work/logs/configure.log" 2>&1 ||
-    { tail -n 5 "$work/logs/configure.log" >>"$report"; failed "configure"; finish; }
-grep -E 'installed UCX version|ucx_info of|build defines|detected|assumed' "$work/logs/configure.log" >>"$report"
-make -j"$(nproc)" >"$work/logs/make.log" 2>&1 || { failed "build"; finish; }
-make -j"$(nproc)" check TESTS= >"$work/logs/make-check.log" 2>&1 || { failed "test build"; finish; }
+build="$work/build"
+plugin_src=$(gh_plugin "$work" "$build" "$prefix" "$ucx_src" "$work/logs" $config_args) ||
+    { tail -n 5 "$work/logs/plugin-configure.log" >>"$report"; failed "plugin build (logs/plugin-*.log)"; finish; }
+grep -E 'installed UCX version|ucx_info of|build defines|detected|assumed' "$work/logs/plugin-configure.log" >>"$report"
+cd "$build" || finish
 say "the module links against:"
 ldd .libs/libuct_cuda.so.0 | grep -E 'libuc[mpst]' >>"$report"
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# UCX's own gtest against UCX's CUDA module and against ours, sharded, results compared.
+#
 # UCX's own gtest against UCX's CUDA module and against ours, on a GPU host (issue 20, item 3):
 #
-#   OUT=DIR contrib/gpu-host-ucx-gtest.sh PREFIX OUR_MODULE [SHARDS]
+#   OUT=DIR gpu-host/run ucx-gtest PREFIX OUR_MODULE [SHARDS]
 #
-# PREFIX comes from contrib/build-ucx-gtest.sh (UCX with CUDA, its gtest in PREFIX/gtest/gtest, UCX's module
+# PREFIX comes from gpu-host/prepare/build-ucx-gtest.sh (UCX with CUDA, its gtest in PREFIX/gtest/gtest, UCX's module
 # in PREFIX/reference-module); OUR_MODULE is our libuct_cuda.so.0 built against that UCX. UCX finds its modules
 # next to the libucs in use, so each module gets its own copy of PREFIX/lib, chosen with LD_LIBRARY_PATH. Both
 # runs go at once, each split into SHARDS gtest shards (default 4), over the CUDA transport instances
@@ -15,8 +17,8 @@
 # filters with "NAME=FILTER ..." (e.g. "device=*cuda_ipc*device*:*test_ucp_device*" for the device tests).
 set -u
 export LC_ALL=C # sort and join agree
-prefix=${1:?usage: gpu-host-ucx-gtest.sh PREFIX OUR_MODULE [SHARDS]}
-ours=${2:?usage: gpu-host-ucx-gtest.sh PREFIX OUR_MODULE [SHARDS]}
+prefix=${1:?usage: gpu-host/run ucx-gtest PREFIX OUR_MODULE [SHARDS]}
+ours=${2:?usage: gpu-host/run ucx-gtest PREFIX OUR_MODULE [SHARDS]}
 shards=${3:-4}
 prefix=$(cd "$prefix" && pwd)
 ours=$(cd "$(dirname "$ours")" && pwd)/$(basename "$ours")
@@ -25,8 +27,8 @@ work=$(mktemp -d /tmp/cux-gtest.XXXXXX)
 report="$out/ucx-gtest.txt"
 mkdir -p "$out"
 
-[ -x "$prefix/gtest/gtest" ] || { echo "gpu-host-ucx-gtest: no $prefix/gtest/gtest (contrib/build-ucx-gtest.sh)" >&2; exit 1; }
-. "$(dirname "$0")/ucx-module-copies.sh"
+[ -x "$prefix/gtest/gtest" ] || { echo "gpu-host-ucx-gtest: no $prefix/gtest/gtest (gpu-host/prepare/build-ucx-gtest.sh)" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"
 module_copies "$prefix" "$ours" "$work"
 
 filters=("cuda*" "*mem_type*:*memtype*")

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
+# NIXL over each module on UCX 1.22 with CUDA: its gtest, nixlbench, cux_nixl_kv, namespaces, faults.
+#
 # NIXL, the transfer library of vLLM, Dynamo and SGLang, over our module and over UCX's own on a GPU host
 # (issue 46), every module on the same UCX 1.22 core (built here with CUDA) and the same NIXL:
 #
-#   OUT=DIR contrib/gpu-host-nixl.sh CARRY [STAGES]
+#   OUT=DIR gpu-host/run nixl CARRY [STAGES]
 #
-# CARRY holds ucx-1.22.0-src.tar.gz (contrib/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
+# CARRY holds ucx-1.22.0-src.tar.gz (gpu-host/prepare/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
 # with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22).
 # STAGES (default "build gtest sweep kv pidns faults"); a stage finds what "build" made when the machine still holds it:
 #   build   UCX 1.22 with CUDA into /opt/ucx-1.22-cuda (UCX's module kept in reference-module/), our module from
@@ -27,21 +29,17 @@
 # transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
 # and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
 set -u
-carry=$(cd "${1:?usage: gpu-host-nixl.sh CARRY [STAGES]}" && pwd)
+. "$(dirname "$0")/../lib.sh" # top, say, failed, the shared set-up
+carry=$(cd "${1:?usage: gpu-host/run nixl CARRY [STAGES]}" && pwd)
 stages=${2:-build gtest sweep kv pidns faults}
-top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/cux-out}
 prefix=/opt/ucx-1.22-cuda
 work=/tmp/cux-nixl
 nixl="$carry/nixl"
 repeats=${CUX_NIXL_REPEATS:-3}
 logs="$work/logs"
-report="$out/nixl.txt"
-mkdir -p "$out" "$logs"
-t0=$(date +%s)
-rc=0
-say() { echo "== +$(( $(date +%s) - t0 ))s $*" | tee -a "$report"; }
-failed() { say "FAILED: $*"; rc=1; }
+gh_report "$out/nixl.txt"
+mkdir -p "$logs"
 finish() { tar -C "$work" -czf "$out/nixl-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 ours="$work/build/.libs/libuct_cuda.so.0"
@@ -57,22 +55,17 @@ if has build; then
     if [ ! -x "$prefix/bin/ucx_info" ]; then
         tar -C "$work" -xzf "$carry/ucx-1.22.0-src.tar.gz"
         CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC=' \
-            "$top/contrib/build-reference-ucx.sh" "$work/ucx-1.22.0" "$prefix" >"$logs/ucx-build.log" 2>&1 ||
-            { failed "UCX 1.22 build"; finish; }
+            gh_reference_ucx "$work/ucx-1.22.0" "$prefix" "$logs/ucx-build.log" || { failed "UCX 1.22 build"; finish; }
     fi
     say "$(grep -h '^reference UCX' "$logs/ucx-build.log" 2>/dev/null || echo "UCX in $prefix (built earlier)")"
     if [ ! -f "$ours" ]; then
-        tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -1)"
-        mkdir -p "$work/build"
-        (cd "$work/build" && "$(ls -d "$work"/uct-cuda-plugin-*/ | head -1)/configure" --with-ucx="$prefix" \
-            --with-ucx-src="$work/ucx-1.22.0" >"$logs/plugin-configure.log" 2>&1 &&
-            make -j"$(nproc)" >"$logs/plugin-make.log" 2>&1) || { failed "plugin build"; finish; }
+        gh_plugin "$work" "$work/build" "$prefix" "$work/ucx-1.22.0" "$logs" >/dev/null || { failed "plugin build"; finish; }
     fi
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
         -Wl,-rpath,"$nixl/lib" >"$logs/kv-build.log" 2>&1 || { failed "cux_nixl_kv build"; finish; }
     for m in "$ucx_module" "$ours"; do
-        cp "$m" "$prefix/lib/ucx/libuct_cuda.so.0"
+        module_in_place "$prefix" "$m"
         say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $("$prefix/bin/ucx_info" -d |
             grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')"
     done
@@ -109,8 +102,8 @@ if has gtest; then
     # One process, two agents: NIXL's transfer, notification, error-handling and metadata tests of its UCX
     # backend, DRAM and (with a GPU) VRAM, and its device-API tests (GPU-initiated puts through UCP).
     for name in ucx ours; do
-        [ "$name" = ucx ] && cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0" ||
-            cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
+        [ "$name" = ucx ] && module_in_place "$prefix" "$ucx_module" ||
+            module_in_place "$prefix" "$ours"
         nixl_gtest "${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" "$logs/gtest-$name.log"
         say "NIXL's gtest, UCX cases, $name's module: exit $?;" \
             "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]' "$logs/gtest-$name.log" | paste -sd' ')"
@@ -132,7 +125,7 @@ compare() { # NAME ARGS [nixl_compare options...]
     python3 "$top/bench/nixl_compare.py" --prefix "$prefix" --nixl "$nixl" "${modules[@]}" --args "$args" \
         --repeats "$repeats" --timeout 150 --out "$work/logs/$name" "$@" >"$logs/$name.log" 2>&1
     say "nixlbench $name: exit $?"
-    sed -n '/^| op/,$p' "$work/logs/$name/report.md" | grep -E '^Runs|^Cells' | sed 's/^/   /' | tee -a "$report"
+    sed -n '/^| op/,$p' "$work/logs/$name/report.md" | grep -E '^Runs|^Cells' | sed 's/^/   /' | tee -a "$gh_report_file"
 }
 sweeps=${CUX_NIXL_SWEEPS:-small large kv-shape}
 sweep_has() { case " $sweeps " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -156,7 +149,7 @@ kv_compare() { # NAME [nixl_kv_compare options...]
     python3 "$top/bench/nixl_kv_compare.py" --prefix "$prefix" --nixl "$nixl" --kv "$kv" "${modules[@]}" \
         --timeout "${CUX_NIXL_KV_TIMEOUT:-180}" --repeats "$repeats" --out "$work/logs/$name" "$@" >"$logs/$name.log" 2>&1
     say "cux_nixl_kv $name: exit $?"
-    grep -E '^\| `|^Runs|^- ' "$work/logs/$name/report.md" | sed 's/^/   /' | tee -a "$report"
+    grep -E '^\| `|^Runs|^- ' "$work/logs/$name/report.md" | sed 's/^/   /' | tee -a "$gh_report_file"
 }
 if has kv; then
     cases=()
@@ -174,7 +167,7 @@ if has pidns; then
     export UCX_CUDA_IPC_SOCKET_DIR=$sock
     wrap="unshare --pid --fork --kill-child --mount-proc"
     # Which transport moved the data: UCP's protocol table for a 1 MB VRAM put, target in its namespace.
-    cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
+    module_in_place "$prefix" "$ours"
     for where in host pidns; do
         w=; [ "$where" = pidns ] && w=$wrap
         log="$logs/proto-$where"
@@ -197,7 +190,7 @@ if has plugin-path; then
     plugdir="$work/plugin-path"
     mkdir -p "$plugdir"
     cp "$ours" "$plugdir/libuct_cuda.so.0"
-    cp "$ucx_module" "$prefix/lib/ucx/libuct_cuda.so.0"
+    module_in_place "$prefix" "$ucx_module"
     say "UCX_PLUGIN_PATH=$plugdir: UCX's settings name SOCKET_DIR $(UCX_PLUGIN_PATH=$plugdir "$prefix/bin/ucx_info" \
         -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR) time(s) (1: ours, 0: UCX's own); without it" \
         "$("$prefix/bin/ucx_info" -c 2>/dev/null | grep -c CUDA_IPC_SOCKET_DIR)"

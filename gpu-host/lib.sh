@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# What the steps of gpu-host/run share (every step sources it first):
+#
+#   top                       the repository's root; the carry is $CUX_GPU_CARRY or $top/gpu-carry ($carry)
+#   gh_report FILE            say TEXT (a line "== +SECONDS TEXT" on the terminal and in FILE) and failed TEXT
+#                             (the same with FAILED, and rc=1) for the step's report
+#   gh_googletest DIR LOG     googletest from $carry/googletest into DIR/lib/libgtest.a (no registry there)
+#   gh_plugin SRC_DIR BUILD UCX UCX_SRC LOGS [CONFIGURE_ARGS...]
+#                             our module from the dist tarball in $carry: unpacked into SRC_DIR (its path on
+#                             stdout), configured against the UCX at UCX (source tree UCX_SRC) in BUILD, built
+#                             with its tests when $gtest_dir is set (gh_googletest's DIR); logs in LOGS
+#   gh_reference_ucx SRC PREFIX LOG
+#                             UCX with CUDA into PREFIX from SRC (a tree with configure, or its tarball), UCX's
+#                             module kept in PREFIX/reference-module; nothing when PREFIX already has ucx_info
+#   module_copies PREFIX OUR_MODULE WORK
+#                             WORK/ucx and WORK/ours, each a copy of PREFIX/lib with UCX's module or ours in its
+#                             module directory: LD_LIBRARY_PATH=WORK/ucx or WORK/ours picks one (UCX finds its
+#                             modules next to the libucs in use)
+#   module_in_place PREFIX MODULE
+#                             MODULE becomes PREFIX's CUDA module (one UCX core, either module)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+carry=${CUX_GPU_CARRY:-$top/gpu-carry}
+
+gh_report() {
+    gh_report_file=$1
+    gh_t0=$(date +%s)
+    rc=0
+    mkdir -p "$(dirname "$gh_report_file")"
+}
+say() { echo "== +$(( $(date +%s) - ${gh_t0:-$(date +%s)} ))s $*" | tee -a "${gh_report_file:-/dev/null}"; }
+failed() { say "FAILED: $*"; rc=1; }
+
+gh_googletest() {
+    local dir=$1 log=$2
+    mkdir -p "$dir/lib"
+    g++ -O2 -std=c++17 -pthread -isystem "$carry/googletest/include" -I"$carry/googletest" \
+        -c "$carry/googletest/src/gtest-all.cc" -o "$dir/gtest-all.o" >"$log" 2>&1 &&
+        ar rcs "$dir/lib/libgtest.a" "$dir/gtest-all.o"
+}
+
+gh_plugin() {
+    local work=$1 build=$2 ucx=$3 ucx_src=$4 logs=$5 src
+    shift 5
+    tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)" || return 1
+    src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -n 1)
+    echo "$src"
+    mkdir -p "$build" "$logs"
+    (cd "$build" &&
+        if [ -n "${gtest_dir:-}" ]; then
+            "$src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" "$@" \
+                CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gtest_dir/lib" >"$logs/plugin-configure.log" 2>&1
+        else
+            "$src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" "$@" >"$logs/plugin-configure.log" 2>&1
+        fi &&
+        make -j"$(nproc)" >"$logs/plugin-make.log" 2>&1 &&
+        { [ -z "${gtest_dir:-}" ] || make -j"$(nproc)" check TESTS= >"$logs/plugin-check-build.log" 2>&1; })
+}
+
+gh_reference_ucx() {
+    local src=$1 prefix=$2 log=$3
+    [ -x "$prefix/bin/ucx_info" ] && return 0
+    "$top/contrib/build-reference-ucx.sh" "$src" "$prefix" >"$log" 2>&1
+}
+
+module_copies() {
+    local prefix=$1 ours=$2 work=$3 module
+    for module in ucx ours; do
+        cp -a "$prefix/lib" "$work/$module"
+    done
+    cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
+    cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+}
+
+module_in_place() {
+    cp "$2" "$1/lib/ucx/libuct_cuda.so.0"
+}
