@@ -2,7 +2,7 @@
 /*
  * ucx-cuda-run --check on the mock driver: every line OK in a working set-up, and each failing line made to
  * fail by the set-up it is about (no driver, no GPU, another UCX, no module, a wrong memory-detection setting,
- * GPUs without peer access, no check program).
+ * GPUs without peer access, no check program), and NVML's word on a multi-node NVLink domain.
  */
 #include "cux_test.h"
 
@@ -37,13 +37,34 @@ TEST_F(launcher_check, a_working_set_up_is_all_ok)
     command_result r = check();
     EXPECT_EQ(0, r.status) << r.output;
     for (const char *what : {"CUDA driver", "UCX version", "module loading", "memory detection", "transports",
-                             "peer access"}) {
+                             "NVLink fabric", "peer access"}) {
         EXPECT_TRUE(starts(line(r, what), "OK ")) << what << " in:\n" << r.output;
     }
     EXPECT_NE(std::string::npos, line(r, "CUDA driver").find("2 GPUs")) << r.output;
     EXPECT_NE(std::string::npos, line(r, "transports").find("cuda_ipc: 1 device")) << r.output;
     EXPECT_NE(std::string::npos, line(r, "peer access").find("GPU0 <-> GPU1")) << r.output;
     printf("%s", r.output.c_str());
+}
+
+TEST_F(launcher_check, a_gpu_in_a_multi_node_nvlink_domain_is_said_with_what_the_module_leaves_out)
+{
+    const std::string nvml = "CUX_NVML_PATH=" + build_path("test/.libs/libmocknvml.so") + " ";
+    command_result none = check(nvml);
+    EXPECT_EQ(0, none.status) << none.output;
+    EXPECT_TRUE(starts(line(none, "NVLink fabric"), "OK ")) << none.output;
+    EXPECT_NE(std::string::npos, line(none, "NVLink fabric").find("not supported")) << none.output;
+
+    command_result in = check(nvml + "MOCK_NVML_FABRIC=completed:3:0123456789abcdef0123456789abcdef");
+    EXPECT_EQ(0, in.status) << in.output; /* a warning: the host's own transfers still work */
+    std::string l = line(in, "NVLink fabric");
+    EXPECT_TRUE(starts(l, "WARN")) << in.output;
+    EXPECT_NE(std::string::npos, l.find("GPU0 is in a multi-node NVLink domain (cluster "
+                                        "0123456789abcdef0123456789abcdef, clique 3)")) << l;
+    EXPECT_NE(std::string::npos, l.find("this host only")) << l;
+
+    command_result pending = check(nvml + "MOCK_NVML_FABRIC=in-progress");
+    EXPECT_TRUE(starts(line(pending, "NVLink fabric"), "WARN")) << pending.output;
+    EXPECT_NE(std::string::npos, line(pending, "NVLink fabric").find("not finished")) << pending.output;
 }
 
 TEST_F(launcher_check, no_driver)

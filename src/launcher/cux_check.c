@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "driver/cux_cuda.h"
 #include "driver/cux_driver.h" /* CUX_DRIVER_MIN_VERSION (the loader itself is not linked) */
+#include "driver/cux_nvml.h"   /* NVML's word on the NVLink fabric (no driver loader in it) */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -55,6 +56,7 @@ static struct {
     CUresult (*get)(CUdevice*, int);
     CUresult (*name)(char*, int, CUdevice);
     CUresult (*can_peer)(int*, CUdevice, CUdevice);
+    CUresult (*uuid)(CUuuid*, CUdevice);
 } drv;
 
 /* Number of GPUs, or -1 when the driver does not load or initialise (said in a FAIL line). */
@@ -78,6 +80,7 @@ static int check_driver(int report)
     *(void**)&drv.get      = dlsym(lib, "cuDeviceGet");
     *(void**)&drv.name     = dlsym(lib, "cuDeviceGetName");
     *(void**)&drv.can_peer = dlsym(lib, "cuDeviceCanAccessPeer");
+    *(void**)&drv.uuid     = dlsym(lib, "cuDeviceGetUuid_v2");
     if (!drv.init || !drv.version || !drv.count || !drv.get || !drv.name || !drv.can_peer) {
         if (report) {
             check_line("FAIL", "CUDA driver", "%s lacks a basic entry point: it is not a CUDA driver", path);
@@ -255,6 +258,41 @@ static int check_transport(const char *component_name, const char *tl_name)
     return devices;
 }
 
+/* Whether a GPU is in a multi-node NVLink domain (NVML): the module shares memory between processes of this host
+ * only, where UCX's own module also reaches the domain's GPUs on other hosts. */
+static void check_fabric(int gpus)
+{
+    cux_fabric_info_t info, first = {.state = CUX_FABRIC_NONE};
+    char cluster[33];
+    CUuuid uuid;
+    CUdevice dev;
+    int g, i, seen = 0;
+
+    snprintf(first.why, sizeof(first.why), "%s", (gpus > 0) ? "the driver gives no GPU's UUID" : "no GPU");
+    for (g = 0; (g < gpus) && (g < CHECK_MAX_GPUS); ++g) {
+        if ((drv.uuid == NULL) || (drv.get(&dev, g) != CUDA_SUCCESS) || (drv.uuid(&uuid, dev) != CUDA_SUCCESS)) {
+            continue;
+        }
+        cux_nvml_fabric_info(&uuid, &info);
+        if (!seen++) {
+            first = info;
+        }
+        if (info.state == CUX_FABRIC_COMPLETE) {
+            for (i = 0; i < 16; ++i) {
+                snprintf(cluster + 2 * i, 3, "%02x", info.cluster[i]);
+            }
+            check_line("WARN", "NVLink fabric", "GPU%d is in a multi-node NVLink domain (cluster %s, clique %u): "
+                       "this module carries cuda_ipc between processes of this host only, where UCX's own CUDA "
+                       "module also reaches the domain's GPUs on other hosts", g, cluster, info.clique);
+        } else if (info.state != CUX_FABRIC_NONE) {
+            check_line("WARN", "NVLink fabric", "GPU%d: %s (see nvidia-smi -q, Fabric)", g, info.why);
+        }
+    }
+    if (first.state == CUX_FABRIC_NONE) {
+        check_line("OK", "NVLink fabric", "none (%s): GPU memory goes between processes of this host", first.why);
+    }
+}
+
 static void check_after(void)
 {
     int copy = check_transport("cuda_cpy", "cuda_copy"), ipc = check_transport("cuda_ipc", "cuda_ipc");
@@ -269,6 +307,7 @@ static void check_after(void)
                    (copy == 1) ? "" : "s", ipc, (ipc == 1) ? "" : "s",
                    ipc ? "" : " (without cuda_ipc, GPU memory between processes goes through host memory)");
     }
+    check_fabric(gpus);
     if (gpus < 2) {
         check_line("OK", "peer access", "%s", (gpus == 1) ? "one GPU: nothing to check" : "no GPU");
         return;

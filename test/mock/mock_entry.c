@@ -69,6 +69,7 @@ MOCK_EXPORT CUresult cuDeviceGetCount(int *n) { return m_cuDeviceGetCount(n); }
 MOCK_EXPORT CUresult cuDriverGetVersion(int *v) { return m_cuDriverGetVersion(v); }
 MOCK_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) { return m_cuDeviceGet(d, ordinal); }
 MOCK_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) { return m_cuDeviceGetName(name, len, d); }
+MOCK_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) { return m_cuDeviceGetUuid(u, d); }
 MOCK_EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { return m_cuDeviceCanAccessPeer(can, a, b); }
 MOCK_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return m_cuDevicePrimaryCtxRetain(c, d); }
 MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext c) { return m_cuCtxSetCurrent(c); }
