@@ -5,10 +5,12 @@
 #   gh_report FILE            say TEXT (a line "== +SECONDS TEXT" on the terminal and in FILE) and failed TEXT
 #                             (the same with FAILED, and rc=1) for the step's report
 #   gh_googletest DIR LOG     googletest from $carry/googletest into DIR/lib/libgtest.a (no registry there)
-#   gh_plugin SRC_DIR BUILD UCX UCX_SRC LOGS [CONFIGURE_ARGS...]
-#                             our module from the dist tarball in $carry: unpacked into SRC_DIR (its path on
-#                             stdout), configured against the UCX at UCX (source tree UCX_SRC) in BUILD, built
-#                             with its tests when $gtest_dir is set (gh_googletest's DIR); logs in LOGS
+#   gh_plugin WORK BUILD UCX UCX_SRC LOGS [CONFIGURE_ARGS...]
+#                             our module from the dist tarball in $carry: unpacked into WORK (its source tree's
+#                             path on stdout), configured against the UCX at UCX (source tree UCX_SRC) in BUILD,
+#                             built with its tests when $gtest_dir is set (gh_googletest's DIR); logs in LOGS.
+#                             The two halves, for builds against several UCX: gh_plugin_src WORK (unpack, print
+#                             the path) and gh_plugin_build SRC BUILD UCX UCX_SRC LOGS [CONFIGURE_ARGS...]
 #   gh_reference_ucx SRC PREFIX LOG
 #                             UCX with CUDA into PREFIX from SRC (a tree with configure, or its tarball), UCX's
 #                             module kept in PREFIX/reference-module; nothing when PREFIX already has ucx_info
@@ -38,12 +40,13 @@ gh_googletest() {
         ar rcs "$dir/lib/libgtest.a" "$dir/gtest-all.o"
 }
 
-gh_plugin() {
-    local work=$1 build=$2 ucx=$3 ucx_src=$4 logs=$5 src
+gh_plugin_src() {
+    tar -C "$1" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)" && ls -d "$1"/uct-cuda-plugin-*/ | head -n 1
+}
+
+gh_plugin_build() {
+    local src=$1 build=$2 ucx=$3 ucx_src=$4 logs=$5
     shift 5
-    tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)" || return 1
-    src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -n 1)
-    echo "$src"
     mkdir -p "$build" "$logs"
     (cd "$build" &&
         if [ -n "${gtest_dir:-}" ]; then
@@ -54,6 +57,13 @@ gh_plugin() {
         fi &&
         make -j"$(nproc)" >"$logs/plugin-make.log" 2>&1 &&
         { [ -z "${gtest_dir:-}" ] || make -j"$(nproc)" check TESTS= >"$logs/plugin-check-build.log" 2>&1; })
+}
+
+gh_plugin() {
+    local src
+    src=$(gh_plugin_src "$1") || return 1
+    echo "$src"
+    gh_plugin_build "$src" "$2" "$3" "$4" "$5" "${@:6}"
 }
 
 gh_reference_ucx() {
@@ -71,6 +81,6 @@ module_copies() {
     cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
 }
 
-module_in_place() {
-    cp "$2" "$1/lib/ucx/libuct_cuda.so.0"
+module_in_place() { # a new file renamed over the old: a process still mapping the old one keeps it intact
+    cp "$2" "$1/lib/ucx/libuct_cuda.so.0.tmp" && mv "$1/lib/ucx/libuct_cuda.so.0.tmp" "$1/lib/ucx/libuct_cuda.so.0"
 }

@@ -45,23 +45,16 @@ nocuda=/work/u122/install # where the tarball was made: libtool and pkg-config f
 gt="$work/gtest"
 gh_googletest "$gt" "$work/logs/gtest-build.log" || { failed "googletest"; finish; }
 
-# the plugin against a UCX (the build directory $2)
-build_plugin() {
-    local ucx=$1 build=$2
-    mkdir -p "$build" && cd "$build" &&
-        "$plugin_src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" \
-            CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gt/lib" >configure.log 2>&1 &&
-        make -j8 >make.log 2>&1 && make -j8 check TESTS= >make-check.log 2>&1
-}
-tar -C "$work" -xzf "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)"
-plugin_src=$(ls -d "$work"/uct-cuda-plugin-*/ | head -n 1)
+gtest_dir=$gt
+plugin_src=$(gh_plugin_src "$work")
+build_plugin() { gh_plugin_build "$plugin_src" "$2" "$1" "$ucx_src" "$2"; } # UCX, build directory (its logs too)
 p1=
 [ "$only_device_code" = 1 ] || { build_plugin "$prefix" "$work/build-cuda" & p1=$!; }
 build_plugin "$nocuda" "$work/build-nocuda" & p2=$!
 [ -z "$p1" ] || wait $p1 ||
     { cp "$work"/build-cuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX with CUDA)"; }
 wait $p2 || { cp "$work"/build-nocuda/*.log "$work/logs/" 2>/dev/null; failed "plugin build (UCX without CUDA)"; }
-grep -h 'device header' "$work"/build-*/configure.log | tee -a "$report"
+grep -h 'device header' "$work"/build-*/plugin-configure.log | tee -a "$report"
 
 run_check() { # label, command...
     local label=$1; shift
@@ -111,8 +104,8 @@ compile check-ourhdr "$prefix" -I"$plugin_src/include" &
 compile check-plugin "$nocuda" &
 wait
 
-ours_in_place() { cp "$work/build-cuda/.libs/libuct_cuda.so.0" "$prefix/lib/ucx/libuct_cuda.so.0"; }
-ucx_in_place() { cp "$prefix/reference-module/libuct_cuda.so.0" "$prefix/lib/ucx/libuct_cuda.so.0"; }
+ours_in_place() { module_in_place "$prefix" "$work/build-cuda/.libs/libuct_cuda.so.0"; }
+ucx_in_place() { module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"; }
 
 ours_in_place
 say "ucx_info -d, ours in place: $("$prefix/bin/ucx_info" -d | grep -E 'Transport: cuda' | tr -s ' ' | tr '\n' ' ')"

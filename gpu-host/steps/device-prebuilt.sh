@@ -52,7 +52,7 @@ for step in "$@"; do
         cat "$out/perftest/device-perftest.txt" >>"$report"
         ;;
     devcode)
-        cp "$ours" "$prefix/lib/ucx/libuct_cuda.so.0"
+        module_in_place "$prefix" "$ours"
         checks=$(ls "$carry"/devcheck/check-*)
         for check in $checks; do
             [ "${CUX_DEVCODE_CHECK:-1}" = 1 ] || break
@@ -67,7 +67,7 @@ for step in "$@"; do
                 say "bench round $round $(basename "$check"): $(tail -n 1 "$log")"
             done
         done
-        cp "$prefix/reference-module/libuct_cuda.so.0" "$prefix/lib/ucx/libuct_cuda.so.0"
+        module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"
         ;;
     *)
         say "unknown step $step"; rc=1

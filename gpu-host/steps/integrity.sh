@@ -17,21 +17,22 @@
 #              and ucx_perftest, ours against ours with CUX_SYNC_MEMOPS=n and UCX's own module (bench "integrity").
 # Writes $OUT/integrity-STEP.txt.
 set -u
+. "$(dirname "$0")/../lib.sh" # say, module_in_place, the shared set-up
 step=${1:?usage: gpu-host/run integrity repeat|errors|cost [RUNS]}
 runs=${2:-20}
 out=${OUT:-/tmp/cux-out}
 prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
 work=/tmp/cux-work
 check="$work/plugin-build/test/cux_ucp_datacheck"
-moddir="$prefix/lib/ucx"
 log="$out/integrity-$step.txt"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_TLS=${UCX_TLS:-self,sm,cuda_copy,cuda_ipc}
 [ -x "$check" ] || { echo "no $check: run gpu-host/run verify first" | tee -a "$log"; exit 1; }
 
-use_module() { cp "$prefix/$1/libuct_cuda.so.0" "$moddir/libuct_cuda.so.0.tmp" && mv "$moddir/libuct_cuda.so.0.tmp" "$moddir/libuct_cuda.so.0"; }
-note() { echo "== $(date +%T) $*" | tee -a "$log"; }
+gh_report "$log"
+use_module() { module_in_place "$prefix" "$prefix/$1/libuct_cuda.so.0"; }
+note() { say "$@"; }
 
 # N runs of the data check; prints one line per run and a total.
 repeat() {
