@@ -2,8 +2,8 @@
 /*
  * A mock NVML (CUX_NVML_PATH names it): the three calls src/driver/cux_nvml.c makes, answered as NVML's
  * documentation says, from MOCK_NVML_FABRIC (read at every call):
- *   unset or "not-supported"       nvmlDeviceGetGpuFabricInfoV: NVML_ERROR_NOT_SUPPORTED (a GPU in no fabric,
- *                                   as the H200 of our GPU host answers)
+ *   unset or "not-supported"       nvmlDeviceGetGpuFabricInfoV: NVML_ERROR_NOT_SUPPORTED (a GPU in no fabric;
+ *                                   nvidia-smi -q shows the GPU host's H200 fabric as N/A)
  *   "not-started", "in-progress"   success, that state
  *   "completed:CLIQUE:CLUSTER"     success, state completed, status success; CLUSTER 32 hex digits
  *   "failed:STATUS"                success, state completed, status STATUS
