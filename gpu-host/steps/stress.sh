@@ -28,7 +28,7 @@ export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UCX_TLS=${UCX_TLS:-self,sm,cuda_copy,cuda_ipc} UCX_WARN_UNUSED_ENV_VARS=n
 
 gh_report "$report"
-use_module() { cp "$1" "$moddir/libuct_cuda.so.0.tmp" && mv "$moddir/libuct_cuda.so.0.tmp" "$moddir/libuct_cuda.so.0"; }
+use_module() { module_in_place "$prefix" "$1"; }
 
 hogs=()
 trap '[ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null' EXIT
