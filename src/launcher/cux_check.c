@@ -266,7 +266,7 @@ static void check_fabric(int gpus)
     char cluster[33];
     CUuuid uuid;
     CUdevice dev;
-    int g, i, seen = 0;
+    int g, i, seen = 0, warned = 0;
 
     snprintf(first.why, sizeof(first.why), "%s", (gpus > 0) ? "the driver gives no GPU's UUID" : "no GPU");
     for (g = 0; (g < gpus) && (g < CHECK_MAX_GPUS); ++g) {
@@ -277,6 +277,7 @@ static void check_fabric(int gpus)
         if (!seen++) {
             first = info;
         }
+        warned |= (info.state != CUX_FABRIC_NONE);
         if (info.state == CUX_FABRIC_COMPLETE) {
             for (i = 0; i < 16; ++i) {
                 snprintf(cluster + 2 * i, 3, "%02x", info.cluster[i]);
@@ -288,7 +289,7 @@ static void check_fabric(int gpus)
             check_line("WARN", "NVLink fabric", "GPU%d: %s (see nvidia-smi -q, Fabric)", g, info.why);
         }
     }
-    if (first.state == CUX_FABRIC_NONE) {
+    if (!warned) {
         check_line("OK", "NVLink fabric", "none (%s): GPU memory goes between processes of this host", first.why);
     }
 }
