@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Prepares ./gpu-carry for gpu-host/run verify on a GPU host that has no libtoolize and no package
+# Prepares ./gpu-carry for gpu-host/run verify (and standard) on a GPU host that has no libtoolize and no package
 # registry: the plugin's dist tarball, the UCX source of the installed version with configure generated, and
 # googletest's sources (built there). Run from a configured build directory's source tree after
 # test/run-all.sh (which leaves a configured ./build).
@@ -32,4 +32,7 @@ make -C build -j"$(nproc)" check TESTS= >/dev/null
 cp build/.libs/libuct_cuda.so.0 build/.libs/libcux_perftest.so build/.libs/libcux_memtype.so \
     build/ucx-cuda-run build/test/cux_ucp_datacheck "$stock/"
 [ -x build/test/cux_ucp_datacheck_static_cudart ] && cp build/test/cux_ucp_datacheck_static_cudart "$stock/"
+# gpu-host/run containers takes the same directory: the check program and the test binary, stripped (2 MB)
+cp build/ucx-cuda-check "$stock/"
+strip -o "$stock/cux_gtest" build/test/cux_gtest
 du -sh "$carry"
