@@ -45,16 +45,12 @@ gh_plugin_src() {
 }
 
 gh_plugin_build() {
-    local src=$1 build=$2 ucx=$3 ucx_src=$4 logs=$5
+    local src=$1 build=$2 ucx=$3 ucx_src=$4 logs=$5 gtest=()
     shift 5
+    [ -z "${gtest_dir:-}" ] || gtest=(CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gtest_dir/lib")
     mkdir -p "$build" "$logs"
     (cd "$build" &&
-        if [ -n "${gtest_dir:-}" ]; then
-            "$src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" "$@" \
-                CPPFLAGS="-isystem $carry/googletest/include" LDFLAGS="-L$gtest_dir/lib" >"$logs/plugin-configure.log" 2>&1
-        else
-            "$src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" "$@" >"$logs/plugin-configure.log" 2>&1
-        fi &&
+        "$src/configure" --with-ucx="$ucx" --with-ucx-src="$ucx_src" "$@" "${gtest[@]}" >"$logs/plugin-configure.log" 2>&1 &&
         make -j"$(nproc)" >"$logs/plugin-make.log" 2>&1 &&
         { [ -z "${gtest_dir:-}" ] || make -j"$(nproc)" check TESTS= >"$logs/plugin-check-build.log" 2>&1; })
 }
