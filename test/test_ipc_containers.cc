@@ -213,7 +213,7 @@ protected:
     cux_ipc_iface_addr_t peer_addr() const
     {
         cux_ipc_iface_addr_t addr;
-        memcpy(&addr, m_hello.blob + m_hello.a, sizeof(addr));
+        cux_ipc_addr_unpack(&addr, m_hello.blob + m_hello.a, SIZE_MAX);
         return addr;
     }
 
@@ -223,14 +223,14 @@ protected:
         std::vector<uint8_t> out(m_hello.blob, m_hello.blob + m_hello.a + m_hello.b);
         cux_ipc_iface_addr_t addr = peer_addr();
         f(addr);
-        memcpy(out.data() + m_hello.a, &addr, sizeof(addr));
+        memcpy(out.data() + m_hello.a, &addr, cux_ipc_addr_length(&addr));
         return out;
     }
 
     static cux_ipc_iface_addr_t iface_addr_of(const std::vector<uint8_t> &addresses, size_t at)
     {
         cux_ipc_iface_addr_t addr;
-        memcpy(&addr, addresses.data() + at, sizeof(addr));
+        cux_ipc_addr_unpack(&addr, addresses.data() + at, SIZE_MAX);
         return addr;
     }
 
@@ -399,7 +399,7 @@ TEST_F(ipc_containers, a_peer_out_of_reach_of_our_directory_or_of_another_user_i
             int conn = accept(fd, nullptr, nullptr);
             if ((conn >= 0) && (recv(conn, &req, sizeof(req), 0) == (ssize_t)sizeof(req))) {
                 cux_ipc_iface_addr_t addr;
-                memcpy(&addr, forged.data() + m_hello.a, sizeof(addr));
+                cux_ipc_addr_unpack(&addr, forged.data() + m_hello.a, SIZE_MAX);
                 reply.magic  = CUX_IPC_CHANNEL_MAGIC;
                 reply.seq    = req.seq;
                 reply.status = UCS_OK;
@@ -433,7 +433,7 @@ TEST_F(ipc_containers, a_peer_that_cannot_listen_names_no_socket)
     peer_msg hello = unlistening.greeting();
     ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
     cux_ipc_iface_addr_t addr;
-    memcpy(&addr, hello.blob + hello.a, sizeof(addr));
+    cux_ipc_addr_unpack(&addr, hello.blob + hello.a, SIZE_MAX);
     EXPECT_EQ(0u, addr.channel);
     warnings_captured warnings;
     EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)hello.blob,

@@ -375,7 +375,7 @@ TEST_F(ipc_transport, a_peer_whose_memory_cannot_be_read_gets_only_driver_bound_
         cux_ipc_peer_read_set_timeout(1e10);
         without_ptrace_capability scope;
         cux_ipc_iface_addr_t addr;
-        memcpy(&addr, m_hello.blob + m_hello.a, sizeof(addr));
+        cux_ipc_addr_unpack(&addr, m_hello.blob + m_hello.a, SIZE_MAX);
         cux_ipc_peer_t peer;
         ASSERT_EQ(UCS_OK, cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO));
         if (peer.readable) {
@@ -447,7 +447,7 @@ TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_with
     round_trip(local, rb, 4096, 41); /* one mapping in the cache */
     uct_iface_attr_t attr;
     ASSERT_EQ(UCS_OK, uct_iface_query(m_iface, &attr));
-    ASSERT_EQ(sizeof(cux_ipc_iface_addr_t), attr.iface_addr_len);
+    ASSERT_EQ(CUX_IPC_ADDR_HOST_LEN, attr.iface_addr_len) << "no NVLink domain here";
     std::vector<uint8_t> parent_addr(attr.iface_addr_len);
     ASSERT_EQ(UCS_OK, uct_iface_get_address(m_iface, (uct_iface_addr_t*)parent_addr.data()));
     const long mappings = mock_live("mappings");
@@ -461,8 +461,8 @@ TEST_F(ipc_transport, a_forked_child_advertises_its_own_identity_and_closes_with
         int bad = 0;
         cux_ipc_iface_addr_t a, p;
         bad |= (uct_iface_get_address(m_iface, (uct_iface_addr_t*)addr.data()) != UCS_OK) << 0;
-        memcpy(&a, addr.data(), sizeof(a));
-        memcpy(&p, parent_addr.data(), sizeof(p));
+        cux_ipc_addr_unpack(&a, addr.data(), SIZE_MAX);
+        cux_ipc_addr_unpack(&p, parent_addr.data(), SIZE_MAX);
         bad |= (a.pid != getpid()) << 1;
         bad |= ((a.secret == p.secret) || (a.identity == 0)) << 2;
         uct_iface_close(m_iface);
@@ -828,7 +828,7 @@ TEST_F(ipc_transport, a_peer_in_a_pid_namespace_of_its_own_is_recognised_and_ref
     peer_msg hello = contained.greeting();
     ASSERT_EQ(0, hello.status) << "the peer in its own PID namespace did not start";
     cux_ipc_iface_addr_t addr;
-    memcpy(&addr, hello.blob + hello.a, sizeof(addr));
+    cux_ipc_addr_unpack(&addr, hello.blob + hello.a, SIZE_MAX);
     EXPECT_EQ(1, addr.pid) << "the peer's pid in its own namespace";
 
     warnings_captured warnings;

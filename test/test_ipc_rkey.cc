@@ -14,7 +14,7 @@ TEST(ipc_rkey, sealed_key_round_trips)
 {
     cux_ipc_rkey_t key = sample_key(7), copy;
     memcpy(&copy, &key, sizeof(copy));
-    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&copy, 7, 0));
 }
 
 TEST(ipc_rkey, every_corrupted_byte_is_rejected)
@@ -23,7 +23,7 @@ TEST(ipc_rkey, every_corrupted_byte_is_rejected)
     for (size_t i = 0; i < sizeof(key); ++i) {
         cux_ipc_rkey_t bad = key;
         ((uint8_t*)&bad)[i] ^= 0x40;
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&bad, 7)) << "byte " << i;
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&bad, 7, 0)) << "byte " << i;
     }
 }
 
@@ -34,7 +34,7 @@ TEST(ipc_rkey, truncated_key_is_rejected)
         cux_ipc_rkey_t cut;
         memset(&cut, 0, sizeof(cut));
         memcpy(&cut, &key, keep);
-        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&cut, 7)) << keep << " bytes";
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&cut, 7, 0)) << keep << " bytes";
     }
 }
 
@@ -46,17 +46,17 @@ TEST(ipc_rkey, key_of_an_older_format_is_unreachable)
     key.version = CUX_IPC_RKEY_VERSION - 1;
     cux_ipc_rkey_seal(&key);
     key.version = CUX_IPC_RKEY_VERSION - 1; /* seal writes the current version */
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, 0));
     key = sample_key(7);
     key.kind = 7;
     cux_ipc_rkey_seal(&key);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, 0));
 }
 
 TEST(ipc_rkey, key_of_another_host_is_unreachable)
 {
     cux_ipc_rkey_t key = sample_key(8);
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, cux_ipc_rkey_check(&key, 7, 0));
 }
 
 /* A key of this very process passes the format check: whether it is usable is decided on the endpoint, where it
@@ -67,7 +67,7 @@ TEST(ipc_rkey, key_of_this_very_process_passes_the_format_check)
     cux_ipc_rkey_t key = sample_key(7);
     key.pid = getpid();
     cux_ipc_rkey_seal(&key);
-    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&key, 7));
+    EXPECT_EQ(UCS_OK, cux_ipc_rkey_check(&key, 7, 0));
 }
 
 TEST(ipc_rkey, range_checks)

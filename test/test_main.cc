@@ -5,6 +5,10 @@
  */
 #include "cux_test.h"
 
+extern "C" {
+#include "driver/cux_nvml.h"
+}
+
 #include <dirent.h>
 
 #include <dlfcn.h>
@@ -477,6 +481,11 @@ static int probe_driver()
 
 int main(int argc, char **argv)
 {
+    /* The mock driver's GPUs are known to the mock NVML alone (in no fabric unless MOCK_NVML_FABRIC says so); its
+     * peers inherit it. */
+    if (cux_test::using_mock_driver() && (getenv(CUX_NVML_PATH_ENV) == nullptr)) {
+        setenv(CUX_NVML_PATH_ENV, cux_test::build_path("test/.libs/libmocknvml.so").c_str(), 1);
+    }
     if ((argc > 1) && !strcmp(argv[1], "--probe-driver")) {
         return probe_driver();
     }

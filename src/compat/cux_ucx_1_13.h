@@ -95,6 +95,10 @@
 #define CUX_MD_OPS_VERSION_FIELDS(_device) \
     .is_sockaddr_accessible = ucs_empty_function_return_zero_int,
 
+/* UCT tells UCP which interfaces reach other hosts from 1.18 (UCP then packs them into addresses meant for other
+ * hosts, and knows an endpoint over them is not within one host): before it, no flag. */
+#define CUX_IFACE_FLAG_INTER_NODE 0
+
 /* UCX's device API (GPU-initiated transfers) arrived in 1.20: before it, no flag, no ops. */
 #define CUX_UCX_HAS_DEVICE_API 0
 #define CUX_IFACE_FLAG_DEVICE_EP 0
@@ -110,14 +114,18 @@
 
 #define CUX_COMPONENT_VERSION_FIELDS
 
-/* The public iface op is the neutral function itself (which also says why an address is not reachable). */
+/* The public iface op is the neutral function itself (which also says why an address is not reachable). UCT
+ * tells no address length before 1.18: SIZE_MAX. */
 #define CUX_IFACE_REACHABLE_FUNC(_name, _impl) \
     static int _name(const uct_iface_h iface, const uct_device_addr_t *dev_addr, \
                      const uct_iface_addr_t *iface_addr) \
     { \
         const char *why; \
-        return _impl(iface, dev_addr, iface_addr, &why); \
+        return _impl(iface, dev_addr, iface_addr, SIZE_MAX, &why); \
     }
+
+/* The length of the interface address an endpoint is made to: told from 1.18. */
+#define CUX_EP_PARAM_IFACE_ADDR_LENGTH(_params) SIZE_MAX
 
 #define CUX_IFACE_OPS_REACHABLE(_name) .iface_is_reachable = _name
 

@@ -37,7 +37,8 @@
     { \
         const char *why; \
         return _impl(iface, UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, device_addr, DEVICE_ADDR, NULL), \
-                     UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, iface_addr, IFACE_ADDR, NULL), &why) && \
+                     UCS_PARAM_VALUE(UCT_IFACE_IS_REACHABLE_FIELD, params, iface_addr, IFACE_ADDR, NULL), SIZE_MAX, \
+                     &why) && \
                uct_iface_scope_is_reachable(iface, params); \
     }
 

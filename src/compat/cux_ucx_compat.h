@@ -33,8 +33,10 @@
  *   CUX_RKEY_UNPACK_FUNC(name, impl)            rkey_unpack op from impl(component, buffer, rkey_p, handle_p)
  *   CUX_MD_OPS_VERSION_FIELDS(device)           md op slots that exist only in some releases
  *   CUX_COMPONENT_VERSION_FIELDS                component slots that exist only in some releases
- *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr, &why),
- *                                               why: a string saying why not (1.18+ pass it to UCP)
+ *   CUX_IFACE_REACHABLE_FUNC(name, impl)        reachability from int impl(iface, dev_addr, iface_addr,
+ *                                               iface_addr_len, &why); the length SIZE_MAX where UCT does not
+ *                                               tell it (before 1.18); why: a string saying why not (1.18+ pass
+ *                                               it to UCP)
  *   CUX_IFACE_OPS_REACHABLE(name)               the public iface op slot for it
  *   CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp)   ep_check's argument check
  *   CUX_IFACE_INTERNAL_OPS_INIT(perf, reachable, connected, device, sgl)
@@ -45,6 +47,10 @@
  * by prefix: PREFIX_get_device_ep and PREFIX_mem_elem_pack, made by the two macros below; cux_no_device for a
  * transport without (its slots answer UCS_ERR_UNSUPPORTED).
  *
+ *   CUX_EP_PARAM_IFACE_ADDR_LENGTH(params)      the interface address's length an endpoint is made to (SIZE_MAX
+ *                                               where UCT does not tell it: before 1.18, or not given)
+ *   CUX_IFACE_FLAG_INTER_NODE                   the interface flag for transports that reach other hosts (0
+ *                                               before 1.18)
  *   CUX_UCX_HAS_DEVICE_API                      0 or 1
  *   CUX_IFACE_FLAG_DEVICE_EP                    the interface flag (0 before 1.20)
  *   CUX_GET_DEVICE_EP_FUNC(name, impl)          ep_get_device_ep from impl(tl_ep, void **device_ep_p)

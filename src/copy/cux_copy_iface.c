@@ -47,7 +47,7 @@ static ucs_status_t cux_copy_iface_get_address(uct_iface_h tl_iface, uct_iface_a
 /* An endpoint connects an interface to itself only (UCP's memory-type endpoints), as UCX's module's do: two
  * workers of one process are not reachable to each other over cuda_copy. */
 static int cux_copy_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                    const uct_iface_addr_t *iface_addr, const char **why_p)
+                                    const uct_iface_addr_t *iface_addr, size_t iface_addr_len, const char **why_p)
 {
     uint64_t id;
 

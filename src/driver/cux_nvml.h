@@ -5,7 +5,7 @@
  * hosts share memory with it over fabric handles only within one cluster and clique (docs/threat-model.md,
  * "Fabric handles"). NVML is opened at run time, once per process (libnvidia-ml.so.1, or the file CUX_NVML_PATH
  * names: the tests' mock); nothing links against it. No UCX in here: the launcher's check program builds this
- * file (and the tests); the module does not carry it until it uses it.
+ * file too. The module asks it only where an IMEX channel is present (cux_ipc_domain.h).
  */
 #ifndef CUX_NVML_H_
 #define CUX_NVML_H_

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <uct/base/uct_iov.inl>
 
-/* Has the peer exited (or, in our namespace, its pid been reused)? */
+/* Has the peer exited (or, in our namespace, its pid been reused)? Not asked of a peer on another host. */
 static int cux_ipc_ep_peer_gone(cux_ipc_ep_t *ep)
 {
     if (ep->peer.channel >= 0) {
@@ -25,6 +25,7 @@ static int cux_ipc_ep_peer_gone(cux_ipc_ep_t *ep)
 UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
 {
     cux_ipc_iface_t *iface = ucs_derived_of(params->iface, cux_ipc_iface_t);
+    uint64_t system_id     = iface->system_id;
     cux_ipc_iface_addr_t addr;
     ucs_status_t status;
 
@@ -33,7 +34,19 @@ UCS_CLASS_INIT_FUNC(cux_ipc_ep_t, const uct_ep_params_t *params)
         ucs_error("cuda_ipc: an endpoint needs the peer's interface address");
         return UCS_ERR_INVALID_PARAM;
     }
-    memcpy(&addr, params->iface_addr, sizeof(addr)); /* packed by UCP: any alignment */
+    cux_ipc_addr_unpack(&addr, params->iface_addr, CUX_EP_PARAM_IFACE_ADDR_LENGTH(params)); /* any alignment */
+    if ((params->field_mask & UCT_EP_PARAM_FIELD_DEV_ADDR) && (params->dev_addr != NULL)) {
+        memcpy(&system_id, params->dev_addr, sizeof(system_id));
+    }
+    if (system_id != iface->system_id) {
+        /* another host: nothing to keep alive here (UCP's other lanes see such a peer fail) */
+        status = cux_ipc_remote_peer_open(&self->peer, &addr, system_id, iface->pid_ns);
+        if (status != UCS_OK) {
+            ucs_error("cuda_ipc: no endpoint to pid %d of host 0x%" PRIx64 ": not a peer of our NVLink domain "
+                      "(UCX_LOG_LEVEL=debug says why)", addr.pid, system_id);
+        }
+        return status;
+    }
     status = cux_ipc_peer_open(&self->peer, &addr, iface->pid_ns, iface->proof);
     if ((status != UCS_OK) && cux_ipc_addr_in_other_pid_namespace(&addr, iface->pid_ns)) {
         /* the cause and the setting that helps were said once for that namespace: not again for each endpoint */
@@ -60,8 +73,10 @@ static UCS_CLASS_CLEANUP_FUNC(cux_ipc_ep_t)
 {
     /* A peer that is gone never uses its mappings again: give back the GPU memory they hold now, not when the
      * cache happens to evict them (mappings still in use go at their last release). Mappings bound to this
-     * endpoint's connection serve no one after it, gone or not. */
-    if ((CUX_IPC_OWNER_KIND(self->peer.owner) == CUX_IPC_OWNER_CONNECTION) || cux_ipc_ep_peer_gone(self)) {
+     * endpoint's connection serve no one after it, gone or not; nor do those of a peer on another host, whose
+     * end nothing here can see. */
+    if ((CUX_IPC_OWNER_KIND(self->peer.owner) == CUX_IPC_OWNER_CONNECTION) || cux_ipc_peer_is_remote(&self->peer) ||
+        cux_ipc_ep_peer_gone(self)) {
         ucs_debug("cuda_ipc: peer pid %d is gone, or its mappings were this connection's: dropping them",
                   self->peer.pid);
         cux_ipc_import_forget_peer(&self->peer);
@@ -80,7 +95,9 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     cux_ipc_ep_t *ep = ucs_derived_of(tl_ep, cux_ipc_ep_t);
 
     CUX_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    if (ep->peer.channel < 0) {
+    if (cux_ipc_peer_is_remote(&ep->peer)) {
+        return UCS_OK; /* a process of another host: only UCP's lanes over the network see it fail */
+    } else if (ep->peer.channel < 0) {
         uct_ep_keepalive_check(tl_ep, &ep->keepalive, ep->peer.pid, flags, comp);
     } else if (cux_ipc_channel_closed(ep->peer.channel)) {
         /* UCT's keepalive is how every release reports a gone peer to the interface's error handler; it compares

@@ -60,21 +60,33 @@ static ucs_status_t cux_ipc_iface_get_device_address(uct_iface_h tl_iface, uct_d
     return UCS_OK;
 }
 
+/* Our address, with our NVLink domain where peers on other hosts are reachable. */
+static void cux_ipc_iface_own_address(const cux_ipc_iface_t *iface, cux_ipc_iface_addr_t *own)
+{
+    cux_ipc_proof_own_address(own, iface->pid_ns);
+    if (iface->domain.on) {
+        own->magic  = CUX_IPC_ADDR_MAGIC_DOMAIN;
+        own->clique = iface->domain.clique;
+        memcpy(own->cluster, iface->domain.cluster, sizeof(own->cluster));
+    }
+}
+
 static ucs_status_t cux_ipc_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
 {
     cux_ipc_iface_addr_t own; /* UCP packs addresses byte by byte: no alignment may be assumed */
 
-    cux_ipc_proof_own_address(&own, ucs_derived_of(tl_iface, cux_ipc_iface_t)->pid_ns);
-    memcpy(addr, &own, sizeof(own));
+    cux_ipc_iface_own_address(ucs_derived_of(tl_iface, cux_ipc_iface_t), &own);
+    memcpy(addr, &own, cux_ipc_addr_length(&own));
     return UCS_OK;
 }
 
 /* Another process of this host and of our PID namespace that proves the address is its own (cux_ipc_proof.h;
- * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known). Never this very process
- * ("same process", as UCX's module says): UCP copies within a process with cuda_copy, and would otherwise put
- * cuda_ipc on its loopback memory-type endpoints. An endpoint to it can still be made (cux_ipc_peer_open). */
+ * GPU-to-GPU access is checked when a buffer is mapped, where the devices are known), or of another host of our
+ * multi-node NVLink domain (cux_ipc_remote_peer_acceptable). Never this very process ("same process", as UCX's
+ * module says): UCP copies within a process with cuda_copy, and would otherwise put cuda_ipc on its loopback
+ * memory-type endpoints. An endpoint to it can still be made (cux_ipc_peer_open). */
 static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_addr_t *dev_addr,
-                                   const uct_iface_addr_t *iface_addr, const char **why_p)
+                                   const uct_iface_addr_t *iface_addr, size_t iface_addr_len, const char **why_p)
 {
     const cux_ipc_iface_t *iface = ucs_derived_of(tl_iface, cux_ipc_iface_t);
     cux_ipc_iface_addr_t addr;
@@ -86,12 +98,12 @@ static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_
         return 0;
     }
     memcpy(&system_id, dev_addr, sizeof(system_id));
+    cux_ipc_addr_unpack(&addr, iface_addr, iface_addr_len);
     if (system_id != iface->system_id) {
-        *why_p = "another host";
-        return 0;
+        return cux_ipc_remote_peer_acceptable(&addr, system_id, iface->pid_ns, why_p);
     }
-    memcpy(&addr, iface_addr, sizeof(addr));
-    if ((addr.magic == CUX_IPC_ADDR_MAGIC) && (addr.pid == getpid()) && (addr.pid_ns == iface->pid_ns)) {
+    if (((addr.magic == CUX_IPC_ADDR_MAGIC) || (addr.magic == CUX_IPC_ADDR_MAGIC_DOMAIN)) && (addr.pid == getpid()) &&
+        (addr.pid_ns == iface->pid_ns)) {
         *why_p = "same process";
         return 0;
     }
@@ -113,14 +125,14 @@ static ucs_status_t cux_ipc_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     if (!iface->get_zcopy) {
         attr->cap.get.max_zcopy = 0; /* the flag stays, as with UCX's module: UCP keeps cuda_ipc's lanes */
     }
-    attr->iface_addr_len          = sizeof(cux_ipc_iface_addr_t);
+    attr->iface_addr_len          = iface->domain.on ? sizeof(cux_ipc_iface_addr_t) : CUX_IPC_ADDR_HOST_LEN;
     attr->device_addr_len         = sizeof(uint64_t);
-    /* A peer that dies is detected by ep_check (UCP's keepalive), so UCP may use cuda_ipc on endpoints that
-     * ask for peer error handling. */
+    /* A peer of this host that dies is detected by ep_check (UCP's keepalive), so UCP may use cuda_ipc on
+     * endpoints that ask for peer error handling. */
     attr->cap.flags               = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_PUT_ZCOPY |
                                     UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
                                     UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK |
-                                    CUX_IFACE_FLAG_DEVICE_EP;
+                                    CUX_IFACE_FLAG_DEVICE_EP | (iface->domain.on ? CUX_IFACE_FLAG_INTER_NODE : 0);
     return UCS_OK;
 }
 
@@ -184,6 +196,7 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
     self->proof         = ucs_derived_of(md, cux_ipc_md_t)->proof;
     self->super.measure = cux_ipc_iface_measure;
     self->get_zcopy     = (config->enable_get_zcopy != UCS_CONFIG_OFF);
+    (void)cux_ipc_domain_get(&self->domain);
     if (cux_bw_spec_has_pairs(&self->super.perf.bw_spec)) {
         ucs_error("UCX_" CUX_IPC_CONFIG_PREFIX "BW=%s: one bandwidth or auto (h2d, d2h and d2d are cuda_copy's)",
                   config->super.bandwidth);

@@ -11,6 +11,7 @@
 #include "ipc/cux_ipc_device.h"
 #include "ipc/cux_ipc_md.h"
 #include "ipc/import/cux_ipc_proof.h"
+#include "ipc/common/cux_ipc_domain.h"
 #include "base/cux_iface.h"
 
 typedef struct cux_ipc_iface_config {
@@ -26,6 +27,7 @@ typedef struct cux_ipc_iface {
     uint64_t    pid_ns;  /* our PID namespace */
     cux_ipc_proof_mode_t proof; /* what peers must prove (the memory domain's PEER_PROOF) */
     int         get_zcopy;  /* ENABLE_GET_ZCOPY: reads offered to UCP */
+    cux_ipc_domain_t domain; /* its multi-node NVLink domain, as when it opened: peers on other hosts */
     cux_ipc_device_eps_t device_eps; /* UCX's device API (1.20+) */
 } cux_ipc_iface_t;
 

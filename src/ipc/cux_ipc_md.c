@@ -11,6 +11,7 @@
 #include "ipc/cux_ipc_memh.h"
 #include "ipc/import/cux_ipc_peer_read.h"
 #include "ipc/channel/cux_ipc_channel.h"
+#include "ipc/common/cux_ipc_domain.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"
@@ -82,6 +83,18 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "out of reach. Both sides need it, run as the same user, and must be able to write the directory; its\n"
      "permissions decide who else may connect. Empty: such peers are not reachable over cuda_ipc.",
      ucs_offsetof(cux_ipc_md_config_t, socket_dir), UCS_CONFIG_TYPE_STRING},
+
+    /* UCX's name and default (1.18+); what ours proves about such peers is docs/threat-model.md */
+    {"ENABLE_MNNVL", "try",
+     "Reach processes on other hosts of this multi-node NVLink domain (GB200/GB300 NVL72, GH200 NVL32) over\n"
+     "cuda_ipc, through fabric handles. On only where an IMEX channel is present and NVML says every GPU of\n"
+     "this process finished its fabric registration, in one cluster and clique; a peer is reached only if its\n"
+     "GPUs are in the same. Such a peer proves nothing the kernel backs: what it is trusted with is what the\n"
+     "IMEX channel allows any holder of a fabric handle (README, \"Multi-node NVLink\").\n"
+     " try - on where possible, otherwise processes of this host only.\n"
+     " y   - the same, with an error line where it is not possible.\n"
+     " n   - processes of this host only; NVML is never asked.",
+     ucs_offsetof(cux_ipc_md_config_t, enable_mnnvl), UCS_CONFIG_TYPE_TERNARY},
 
     {NULL}
 };
@@ -235,8 +248,9 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
                  "using 1 (UCX_" CUX_IPC_CONFIG_PREFIX "CACHE=n is the way to keep none)");
         max_regions = 1;
     }
-    /* Process-wide: the last memory domain opened sets the bounds and the proofs' deadline. */
+    /* Process-wide: the last memory domain opened sets the bounds, the proofs' deadline and the NVLink domain. */
     cux_ipc_peer_read_set_timeout(ucs_time_to_sec(config->proof_timeout));
+    cux_ipc_domain_decide(config->enable_mnnvl);
     md->listening = (config->socket_dir[0] != '\0');
     /* logged; the domain works for peers of our namespace */
     (void)cux_ipc_channel_listen(config->socket_dir, cux_ipc_proof_answer);

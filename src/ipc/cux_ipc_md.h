@@ -30,6 +30,7 @@ typedef struct cux_ipc_md_config {
     ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
     unsigned long   max_exported_fds;
     char            *socket_dir;
+    int             enable_mnnvl; /* ucs_ternary_auto_value_t: peers on other hosts (cux_ipc_domain.h) */
 } cux_ipc_md_config_t;
 
 /* A registration: the sealed key, ready to pack (importers read it back from the table of keys out, at its slot

@@ -3,6 +3,7 @@
  * cuda_ipc, exporting side: an allocation's key. See cux_ipc_memh_export.h.
  */
 #include "ipc/cux_ipc_memh_export.h"
+#include "ipc/common/cux_ipc_domain.h"
 #include "ipc/common/cux_ipc_fabric.h"
 #include "ipc/export/cux_ipc_key_table.h"
 #include "driver/cux_device.h"
@@ -147,6 +148,11 @@ ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, c
             status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_vmm(&md->fd_exports, info, &memh->fdx);
             memh->key.kind      = CUX_IPC_KIND_VMM_FD;
             memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
+            if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on() &&
+                (cux_ipc_fabric_export((uintptr_t)info->base, &memh->key.fabric) != UCS_OK)) {
+                /* peers of this host still go by the descriptor; those of other hosts take another path */
+                memset(&memh->key.fabric, 0, sizeof(memh->key.fabric));
+            }
         } else if (status != UCS_OK) {
             /* cuMemCreate memory with a fabric handle and no descriptor: nothing else carries it */
             memh->key.kind = CUX_IPC_KIND_VMM_FABRIC;

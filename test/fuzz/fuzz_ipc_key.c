@@ -32,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define FUZZ_ADDR_LEN 128 /* device address (64 bytes), then interface address (64) */
+#define FUZZ_ADDR_LEN 192 /* device address (64 bytes), then interface address (64, and room for what it claims) */
 
 typedef struct {
     uint8_t  addr[FUZZ_ADDR_LEN];
@@ -264,7 +264,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf = fuzz_padded(data + 1, size - 1, sizeof(key) + sizeof(offset));
         memcpy(&key, buf, sizeof(key));
         memcpy(&offset, buf + sizeof(key), sizeof(offset));
-        if (cux_ipc_rkey_check(&key, key.system_id) == UCS_OK) {
+        if (cux_ipc_rkey_check(&key, key.system_id, 0) == UCS_OK) {
             (void)cux_ipc_rkey_covers(&key, key.base + offset, offset >> 32);
         }
         free(buf);

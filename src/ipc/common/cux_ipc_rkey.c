@@ -54,7 +54,7 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey)
         UCS_ERR_UNREACHABLE; \
     })
 
-ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id)
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int other_hosts)
 {
     if (rkey->magic != CUX_IPC_RKEY_MAGIC) {
         return cux_ipc_rkey_invalid("magic 0x%x, expected 0x%x: not a cuda_ipc key of this module", rkey->magic,
@@ -78,9 +78,11 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     if ((rkey->length == 0) || (rkey->base + rkey->length < rkey->base)) {
         return cux_ipc_rkey_invalid("invalid range 0x%" PRIx64 "+%" PRIu64, rkey->base, rkey->length);
     }
-    if (rkey->system_id != local_system_id) {
-        ucs_debug("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 ")",
-                  rkey->system_id, local_system_id);
+    if ((rkey->system_id != local_system_id) && (!cux_ipc_rkey_crosses_hosts(rkey) || !other_hosts)) {
+        ucs_debug("cuda_ipc: remote key comes from another host (system id 0x%" PRIx64 ", ours 0x%" PRIx64 "), "
+                  "%s", rkey->system_id, local_system_id,
+                  cux_ipc_rkey_crosses_hosts(rkey) ? "and multi-node NVLink is off here" :
+                                                     "and carries no fabric handle");
         return UCS_ERR_UNREACHABLE;
     }
     if (rkey->kind == CUX_IPC_KIND_NONE) {

@@ -10,6 +10,7 @@
 #include "driver/cux_cuda.h"
 #include <ucs/type/status.h>
 #include <stdint.h>
+#include <string.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
 #define CUX_IPC_RKEY_VERSION 5 /* 5: the exporter's PID namespace; 4: record is a slot of its table of keys out */
@@ -61,9 +62,9 @@ typedef struct cux_ipc_rkey {
     uint64_t       secret;      /* keyed hash of the allocation (cux_ipc_proof.h): a peer cannot make one up */
     CUuuid         dev_uuid;    /* device that owns the allocation */
     union {
-        CUipcMemHandle         handle;   /* LEGACY */
+        CUipcMemHandle         handle;   /* LEGACY (VMM_FD: zero, or its fabric handle) */
         CUmemPoolPtrExportData pool_ptr; /* POOL_FD: the allocation in its pool */
-        CUmemFabricHandle      fabric;   /* VMM_FABRIC */
+        CUmemFabricHandle      fabric;   /* VMM_FABRIC; VMM_FD in a multi-node NVLink domain */
         struct {
             uint64_t pieces;             /* VMM_SPAN: a hash of every piece's range and buffer id: with count, what
                                             tells this span from another (not where its table is) */
@@ -86,11 +87,23 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
  * Check a packed key received from a peer. Every key that cannot be used is UCS_ERR_UNREACHABLE, the one status
  * on which every UCP release leaves cuda_ipc out of the transfer and carries on (UCP 1.13 aborts the process on
  * any other unpack error): a corrupt, truncated or older-format key (checksum, magic, version, kind, empty
- * range; the first one logged as an error, later ones at debug level), a key of another host, or of memory
- * that cannot be shared (debug level). A key of this very process passes: it is usable only on an endpoint to
+ * range; the first one logged as an error, later ones at debug level), a key of another host (but one that
+ * carries a fabric handle, where other_hosts says this process is in a multi-node NVLink domain:
+ * cux_ipc_domain.h), or of memory that cannot be shared (debug level). A key of this very process passes: it is usable only on an endpoint to
  * this process, and only once proven in this process's memory, like every key.
  */
-ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id);
+ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int other_hosts);
+
+/* Does the key carry a fabric handle, the one thing that goes between hosts by itself? (Memory made with the
+ * descriptor type as well is VMM_FD, and carries its fabric handle too where this process is in a multi-node
+ * NVLink domain: importers of this host go by the descriptor, those of other hosts by the handle.) */
+static inline int cux_ipc_rkey_crosses_hosts(const cux_ipc_rkey_t *rkey)
+{
+    static const CUmemFabricHandle none = {0};
+
+    return (rkey->kind == CUX_IPC_KIND_VMM_FABRIC) ||
+           ((rkey->kind == CUX_IPC_KIND_VMM_FD) && memcmp(&rkey->fabric, &none, sizeof(none)));
+}
 
 /* Is [address, address + length) inside the key's allocation? */
 static inline int cux_ipc_rkey_covers(const cux_ipc_rkey_t *rkey, uint64_t address, size_t length)

@@ -12,6 +12,7 @@
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
+#include <ucs/sys/uid.h>
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -72,6 +73,7 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
     cux_ipc_identity_t id;
 
     cux_ipc_identity_current(&id);
+    memset(addr, 0, sizeof(*addr)); /* no domain part: the interface adds its own (cux_ipc_iface.c) */
     addr->magic      = CUX_IPC_ADDR_MAGIC;
     addr->pid        = id.pid;
     addr->pid_ns     = pid_ns;
@@ -79,6 +81,18 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
     addr->identity   = (uintptr_t)&cux_ipc_identity;
     addr->secret     = id.secret;
     addr->channel    = cux_ipc_channel_token();
+}
+
+uint64_t cux_ipc_host_id(void)
+{
+    static uint64_t system_id;
+    uint64_t id = __atomic_load_n(&system_id, __ATOMIC_RELAXED);
+
+    if (id == 0) { /* threads that ask at once all find the same */
+        id = ucs_get_system_id();
+        __atomic_store_n(&system_id, id, __ATOMIC_RELAXED);
+    }
+    return id;
 }
 
 uint64_t cux_ipc_pid_namespace(void)
@@ -145,8 +159,11 @@ uint64_t cux_ipc_proof_hello_hash(const cux_ipc_iface_addr_t *addr, uint64_t non
         cux_ipc_iface_addr_t addr;
     } UCS_S_PACKED in;
 
+    /* the address's part of this host: its domain part is for peers on other hosts, which no channel reaches */
+    memset(&in.addr, 0, sizeof(in.addr));
+    memcpy(&in.addr, addr, CUX_IPC_ADDR_HOST_LEN);
     in.nonce       = nonce;
-    in.addr        = *addr;
+    in.addr.magic  = CUX_IPC_ADDR_MAGIC;
     in.addr.secret = 0;
     return cux_siphash(key, &in, sizeof(in));
 }

@@ -27,6 +27,9 @@ typedef struct cux_ipc_identity {
 } cux_ipc_identity_t;
 
 /* This process's PID namespace: the inode of /proc/self/ns/pid (0 where it cannot be read). */
+/* This host's id (ucs_get_system_id), asked once: keys are checked against it for every rendezvous message. */
+uint64_t cux_ipc_host_id(void);
+
 uint64_t cux_ipc_pid_namespace(void);
 
 /* This process's address (a forked child gets an identity of its own). */

@@ -4,6 +4,7 @@
  */
 #include "ipc/import/cux_ipc_import.h"
 #include "cux_introspection.h"
+#include "ipc/common/cux_ipc_domain.h"
 #include "ipc/common/cux_ipc_fabric.h"
 #include "ipc/import/cux_ipc_map.h"
 #include "ipc/import/cux_ipc_proof.h"
@@ -82,17 +83,6 @@ void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer)
     cux_ipc_cache_purge_owner(&cux_ipc_cache, peer->pid_ns, peer->pid, peer->owner);
 }
 
-/* This host's id, asked once: rkey_unpack runs for every rendezvous message. */
-static uint64_t cux_ipc_system_id(void)
-{
-    static uint64_t system_id;
-
-    if (system_id == 0) {
-        system_id = ucs_get_system_id();
-    }
-    return system_id;
-}
-
 /* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
 ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
                                         void **handle_p)
@@ -109,7 +99,7 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
         return UCS_ERR_NO_MEMORY;
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
-    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_system_id());
+    status = cux_ipc_rkey_check(&ukey->key, cux_ipc_host_id(), cux_ipc_domain_on());
     if ((status == UCS_OK) && (ukey->key.kind == CUX_IPC_KIND_VMM_FABRIC) && !cux_ipc_fabric_channel_present()) {
         /* the driver would refuse it: UCP takes another path at once */
         ucs_debug("cuda_ipc: pid %d's key is a fabric handle, and this process has no IMEX channel: another path "

@@ -87,7 +87,8 @@ static ucs_status_t cux_ipc_import_fabric(const cux_ipc_rkey_t *key, cux_ipc_pee
 }
 
 /* One exported cuMemCreate allocation of length bytes, mapped at dptr (reserved): its descriptor export_fd in
- * the key's exporter (piece: which of a span's), or its fabric handle, imported. */
+ * the key's exporter (piece: which of a span's), or its fabric handle, imported (a fabric-only key's, or any key
+ * of a peer on another host, which reaches it by nothing else). */
 static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, uint32_t piece,
                                       int export_fd, CUdeviceptr dptr, size_t length)
 {
@@ -95,7 +96,7 @@ static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t 
     ucs_status_t status;
     int fd;
 
-    if (key->kind == CUX_IPC_KIND_VMM_FABRIC) {
+    if ((key->kind == CUX_IPC_KIND_VMM_FABRIC) || cux_ipc_peer_is_remote(peer)) {
         status = cux_ipc_import_fabric(key, peer, &handle);
     } else if ((fd = cux_ipc_take_key_fd(key, peer, piece, export_fd)) < 0) {
         return UCS_ERR_UNREACHABLE;

@@ -36,14 +36,15 @@ static ssize_t cux_ipc_read_peer(int32_t pid, uint64_t address, void *buf, size_
 }
 
 /* An endpoint of this process to itself (UCX's own gtest makes them, as UCX's module allows): the address must
- * be this process's own, byte for byte; its keys are then proven in this process's memory like a peer's. */
+ * be this process's own, byte for byte (its magic and domain part aside, which say what its interface adds); its
+ * keys are then proven in this process's memory like a peer's. */
 static ucs_status_t cux_ipc_peer_open_self(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr,
                                            uint64_t pid_ns)
 {
     cux_ipc_iface_addr_t own;
 
     cux_ipc_proof_own_address(&own, pid_ns);
-    if (memcmp(&own, addr, sizeof(own)) != 0) {
+    if (memcmp(&own.pid, &addr->pid, CUX_IPC_ADDR_HOST_LEN - offsetof(cux_ipc_iface_addr_t, pid)) != 0) {
         ucs_debug("cuda_ipc: an address with this process's pid %d that is not its own", addr->pid);
         return UCS_ERR_UNREACHABLE;
     }
@@ -125,9 +126,10 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
     int pidfd;
 
     memset(peer, 0, sizeof(*peer));
-    peer->pidfd   = -1;
-    peer->channel = -1;
-    if (addr->magic != CUX_IPC_ADDR_MAGIC) {
+    peer->pidfd     = -1;
+    peer->channel   = -1;
+    peer->system_id = cux_ipc_host_id();
+    if ((addr->magic != CUX_IPC_ADDR_MAGIC) && (addr->magic != CUX_IPC_ADDR_MAGIC_DOMAIN)) {
         ucs_debug("cuda_ipc: interface address of another format (magic 0x%x; another build of the module?)",
                   addr->magic);
         return UCS_ERR_UNREACHABLE;
@@ -200,8 +202,14 @@ ucs_status_t cux_ipc_peer_open_for_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
     uint64_t start_time, keys;
 
     memset(peer, 0, sizeof(*peer));
-    peer->pidfd   = -1;
-    peer->channel = -1;
+    peer->pidfd     = -1;
+    peer->channel   = -1;
+    peer->system_id = cux_ipc_host_id();
+    if (key->system_id != peer->system_id) {
+        /* nothing but an endpoint's address names a process of another host */
+        ucs_debug("cuda_ipc: a key of pid %d of another host without an endpoint: refused", key->pid);
+        return UCS_ERR_UNREACHABLE;
+    }
     if (key->pid_ns != cux_ipc_pid_namespace()) {
         /* no endpoint's connection is at hand here, and a pid of another namespace names nothing */
         ucs_debug("cuda_ipc: a key of pid %d in another PID namespace (%" PRIu64 ") without an endpoint: refused",

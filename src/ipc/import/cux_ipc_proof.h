@@ -26,6 +26,11 @@
  *   hands over descriptors and span tables of keys it holds; the connection is its liveness. A mapping proven
  *   over a connection serves only that peer (CUX_IPC_OWNER_*). Everything that names a peer by pid names its
  *   namespace too (two containers both have a pid 1).
+ * - Another host of our multi-node NVLink domain (cux_ipc_domain.h). Nothing the kernel shows reaches it: its
+ *   address is taken as its word where its domain is ours and its pid is not a process of this host with its
+ *   start time (a process here that says it is elsewhere), and only keys that cross hosts by themselves (fabric
+ *   handles, a capability the driver and IMEX enforce) are taken from it, on an endpoint to it alone
+ *   (cux_ipc_proof_remote.c; docs/threat-model.md, "Fabric handles").
  * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
  *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
  *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
@@ -62,9 +67,11 @@ extern const char *cux_ipc_proof_mode_names[];
 #define CUX_IPC_OWNER_PROCESS    (0ull << 62) /* a process /proc and a pidfd show us: its start time */
 #define CUX_IPC_OWNER_PIDFS      (1ull << 62) /* a listener the kernel names by its pidfd's inode (Linux 6.9+) */
 #define CUX_IPC_OWNER_CONNECTION (2ull << 62) /* one connection: nothing the kernel says names its process */
+#define CUX_IPC_OWNER_REMOTE     (3ull << 62) /* a process of another host: its address's words, hashed */
 #define CUX_IPC_OWNER_KIND(_owner) ((_owner) & (3ull << 62))
 
 typedef struct cux_ipc_peer {
+    uint64_t system_id;    /* its host (ucs_get_system_id): ours, but for a peer on another host */
     int32_t  pid;
     uint64_t pid_ns;       /* the namespace its pid is of */
     uint64_t start_time;
@@ -78,10 +85,15 @@ typedef struct cux_ipc_peer {
     pthread_mutex_t channel_lock; /* one question at a time on it */
 } cux_ipc_peer_t;
 
-/* Did the peer make the key (its pid in its namespace)? */
+/* Did the peer make the key (its pid in its namespace, on its host)? */
 static inline int cux_ipc_peer_made(const cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
 {
-    return (key->pid == peer->pid) && (key->pid_ns == peer->pid_ns);
+    return (key->pid == peer->pid) && (key->pid_ns == peer->pid_ns) && (key->system_id == peer->system_id);
+}
+
+static inline int cux_ipc_peer_is_remote(const cux_ipc_peer_t *peer)
+{
+    return CUX_IPC_OWNER_KIND(peer->owner) == CUX_IPC_OWNER_REMOTE;
 }
 
 /* Whether the address comes from a process on this host in another PID namespace than pid_ns (ours): a peer no
@@ -94,6 +106,16 @@ int cux_ipc_addr_in_other_pid_namespace(const cux_ipc_iface_addr_t *addr, uint64
 ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t pid_ns,
                                cux_ipc_proof_mode_t mode);
 void cux_ipc_peer_close(cux_ipc_peer_t *peer);
+
+/* Is the address, whose device address names host system_id (not ours), a peer on another host of our NVLink
+ * domain? 1, or 0 with *why_p saying why not. */
+int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t system_id, uint64_t pid_ns,
+                                   const char **why_p);
+/* The same, opened as an endpoint's peer (UCS_ERR_UNREACHABLE, logged at debug level, if it is not one). */
+ucs_status_t cux_ipc_remote_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t system_id,
+                                      uint64_t pid_ns);
+/* Is the key one that crosses hosts by itself (a fabric handle)? UCS_ERR_UNREACHABLE otherwise. */
+ucs_status_t cux_ipc_remote_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 /* A peer known only from one of its keys (rkey_ptr has no endpoint): this process, or a process whose address an
  * endpoint of this process proved (its table of keys known from then), with a pidfd held; UCS_ERR_UNREACHABLE
  * otherwise. Its keys must then be proven in its memory, whatever the proof mode. */

@@ -48,8 +48,12 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     cux_ipc_rkey_t held;
 
     if (!cux_ipc_peer_made(peer, key)) {
-        return cux_ipc_peer_reject(peer, "remote key of pid %d (PID namespace %" PRIu64 ") used on an endpoint to "
-                                   "pid %d (%" PRIu64 "): refused", key->pid, key->pid_ns, peer->pid, peer->pid_ns);
+        return cux_ipc_peer_reject(peer, "remote key of pid %d (PID namespace %" PRIu64 ", host 0x%" PRIx64 ") used "
+                                   "on an endpoint to pid %d (%" PRIu64 ", host 0x%" PRIx64 "): refused", key->pid,
+                                   key->pid_ns, key->system_id, peer->pid, peer->pid_ns, peer->system_id);
+    }
+    if (cux_ipc_peer_is_remote(peer)) {
+        return cux_ipc_remote_peer_check_key(peer, key);
     }
     if (peer->channel >= 0) {
         return cux_ipc_proof_channel_key(peer, key);
