@@ -46,21 +46,37 @@ TEST_F(launcher_check, a_working_set_up_is_all_ok)
     printf("%s", r.output.c_str());
 }
 
-TEST_F(launcher_check, a_gpu_in_a_multi_node_nvlink_domain_is_said_with_what_the_module_leaves_out)
+TEST_F(launcher_check, a_gpu_in_a_multi_node_nvlink_domain_is_said_with_whether_other_hosts_are_reached)
 {
     const std::string nvml = "CUX_NVML_PATH=" + build_path("test/.libs/libmocknvml.so") + " ";
+    const std::string no_channel = "CUX_IMEX_CHANNELS_DIR=/nonexistent ";
     command_result none = check(nvml);
     EXPECT_EQ(0, none.status) << none.output;
     EXPECT_TRUE(starts(line(none, "NVLink fabric"), "OK ")) << none.output;
     EXPECT_NE(std::string::npos, line(none, "NVLink fabric").find("not supported")) << none.output;
 
-    command_result in = check(nvml + "MOCK_NVML_FABRIC=completed:3:0123456789abcdef0123456789abcdef");
+    const std::string in_domain = nvml + "MOCK_NVML_FABRIC=completed:3:0123456789abcdef0123456789abcdef ";
+    command_result in = check(in_domain + no_channel);
     EXPECT_EQ(0, in.status) << in.output; /* a warning: the host's own transfers still work */
     std::string l = line(in, "NVLink fabric");
     EXPECT_TRUE(starts(l, "WARN")) << in.output;
     EXPECT_NE(std::string::npos, l.find("GPU0 is in a multi-node NVLink domain (cluster "
                                         "0123456789abcdef0123456789abcdef, clique 3)")) << l;
+    EXPECT_NE(std::string::npos, l.find("no IMEX channel")) << l;
     EXPECT_NE(std::string::npos, l.find("this host only")) << l;
+
+    /* with a channel, the domain's other hosts are reached */
+    char dir[] = "/tmp/cux-check-imex-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    FILE *f = fopen((std::string(dir) + "/channel0").c_str(), "w");
+    ASSERT_NE(nullptr, f);
+    fclose(f);
+    command_result reached = check(in_domain + "CUX_IMEX_CHANNELS_DIR=" + dir + " ");
+    l = line(reached, "NVLink fabric");
+    EXPECT_TRUE(starts(l, "OK ")) << reached.output;
+    EXPECT_NE(std::string::npos, l.find("reaches the domain's other hosts")) << l;
+    unlink((std::string(dir) + "/channel0").c_str());
+    rmdir(dir);
 
     command_result pending = check(nvml + "MOCK_NVML_FABRIC=in-progress");
     EXPECT_TRUE(starts(line(pending, "NVLink fabric"), "WARN")) << pending.output;

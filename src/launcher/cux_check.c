@@ -16,7 +16,10 @@
 #include "driver/cux_cuda.h"
 #include "driver/cux_driver.h" /* CUX_DRIVER_MIN_VERSION (the loader itself is not linked) */
 #include "driver/cux_nvml.h"   /* NVML's word on the NVLink fabric (no driver loader in it) */
+#include "ipc/common/cux_ipc_fabric.h" /* where IMEX channels are (its functions are the module's) */
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -258,15 +261,39 @@ static int check_transport(const char *component_name, const char *tl_name)
     return devices;
 }
 
-/* Whether a GPU is in a multi-node NVLink domain (NVML): the module shares memory between processes of this host
- * only, where UCX's own module also reaches the domain's GPUs on other hosts. */
+/* An IMEX channel's device file this process may read and write, as the module looks for one
+ * (src/ipc/common/cux_ipc_fabric.h): its name, or NULL. */
+static const char *check_imex_channel(char *name, size_t max)
+{
+    const char *dir_path = getenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+    struct dirent *entry;
+    const char *found = NULL;
+    DIR *dir;
+
+    dir_path = ((dir_path != NULL) && (*dir_path != '\0')) ? dir_path : CUX_IPC_FABRIC_CHANNELS_DIR;
+    dir      = opendir(dir_path);
+    while ((dir != NULL) && (found == NULL) && ((entry = readdir(dir)) != NULL)) {
+        if (!strncmp(entry->d_name, "channel", 7) && (faccessat(dirfd(dir), entry->d_name, R_OK | W_OK, 0) == 0)) {
+            snprintf(name, max, "%s/%s", dir_path, entry->d_name);
+            found = name;
+        }
+    }
+    if (dir != NULL) {
+        closedir(dir);
+    }
+    return found;
+}
+
+/* Whether a GPU is in a multi-node NVLink domain (NVML), and whether cuda_ipc reaches the domain's other hosts:
+ * only through an IMEX channel (UCX_CUDA_IPC_ENABLE_MNNVL, src/ipc/common/cux_ipc_domain.h). */
 static void check_fabric(int gpus)
 {
     cux_fabric_info_t info, first = {.state = CUX_FABRIC_NONE};
-    char cluster[33];
+    char cluster[33], channel_name[PATH_MAX];
+    const char *channel = check_imex_channel(channel_name, sizeof(channel_name));
     CUuuid uuid;
     CUdevice dev;
-    int g, i, seen = 0, warned = 0;
+    int g, i, seen = 0, said = 0;
 
     snprintf(first.why, sizeof(first.why), "%s", (gpus > 0) ? "the driver gives no GPU's UUID" : "no GPU");
     for (g = 0; (g < gpus) && (g < CHECK_MAX_GPUS); ++g) {
@@ -277,19 +304,26 @@ static void check_fabric(int gpus)
         if (!seen++) {
             first = info;
         }
-        warned |= (info.state != CUX_FABRIC_NONE);
+        said |= (info.state != CUX_FABRIC_NONE);
         if (info.state == CUX_FABRIC_COMPLETE) {
             for (i = 0; i < 16; ++i) {
                 snprintf(cluster + 2 * i, 3, "%02x", info.cluster[i]);
             }
-            check_line("WARN", "NVLink fabric", "GPU%d is in a multi-node NVLink domain (cluster %s, clique %u): "
-                       "this module carries cuda_ipc between processes of this host only, where UCX's own CUDA "
-                       "module also reaches the domain's GPUs on other hosts", g, cluster, info.clique);
+            if (channel != NULL) {
+                check_line("OK", "NVLink fabric", "GPU%d is in a multi-node NVLink domain (cluster %s, clique %u), "
+                           "IMEX channel %s: cuda_ipc reaches the domain's other hosts through fabric handles "
+                           "(UCX_CUDA_IPC_ENABLE_MNNVL; what it trusts: README, \"Multi-node NVLink\")", g, cluster,
+                           info.clique, channel);
+            } else {
+                check_line("WARN", "NVLink fabric", "GPU%d is in a multi-node NVLink domain (cluster %s, clique %u), "
+                           "but this process has no IMEX channel (%s/channelN): cuda_ipc carries GPU memory between "
+                           "processes of this host only", g, cluster, info.clique, CUX_IPC_FABRIC_CHANNELS_DIR);
+            }
         } else if (info.state != CUX_FABRIC_NONE) {
             check_line("WARN", "NVLink fabric", "GPU%d: %s (see nvidia-smi -q, Fabric)", g, info.why);
         }
     }
-    if (!warned) {
+    if (!said) {
         check_line("OK", "NVLink fabric", "none (%s): GPU memory goes between processes of this host", first.why);
     }
 }
