@@ -229,6 +229,9 @@ TEST_F(parity, memory_query_updates_the_memtype_cache)
         (ucs_memtype_cache_lookup(dev.ptr(), 1, &info) == UCS_ERR_UNSUPPORTED)) {
         GTEST_SKIP() << "UCP's memory-type cache is off (UCX_MEMTYPE_CACHE=n)";
     }
+    /* what earlier tests' queries left of buffers freed since (no hook tells the cache of a mock free) may lie
+     * here, where the mock placed this allocation: gone first, so the entry looked up is this query's */
+    ucs_memtype_cache_remove(dev.ptr(), 3 * 4096);
     attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE;
     ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, (char*)dev.ptr() + 4096, 16, &attr));
     ASSERT_EQ(UCS_OK, ucs_memtype_cache_lookup((char*)dev.ptr() + 2 * 4096, 16, &info));
