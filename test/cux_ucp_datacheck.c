@@ -120,7 +120,7 @@ static const check_case_t check_cases[] = {
                                                                    {KIND_RUNTIME_POOL_FD, 1}},
     {"runtime shareable pool GPU0 -> GPU0, two processes", {KIND_RUNTIME_POOL_FD, 0}, {KIND_RUNTIME_POOL_FD, 0}},
     /* the fabric handle type alone (NVLink-domain allocators): VMM memory only where the driver makes it (an IMEX
-     * channel), pools everywhere (exported as fabric by UCX 1.22's module; never by ours) */
+     * channel), pools everywhere (exported as fabric by UCX 1.22's module, and by ours where a channel is) */
     {"fabric VMM GPU0 -> fabric VMM GPU1", {KIND_VMM_FABRIC, 0}, {KIND_VMM_FABRIC, 1}},
     {"fabric VMM GPU0 -> GPU0, two processes", {KIND_VMM_FABRIC, 0}, {KIND_VMM_FABRIC, 0}},
     {"fabric pool GPU0 -> fabric pool GPU1", {KIND_POOL_FABRIC, 0}, {KIND_POOL_FABRIC, 1}},

@@ -161,7 +161,7 @@ public:
             if (f != nullptr) {
                 fclose(f);
             }
-            setenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV, m_dir.c_str(), 1);
+            setenv(CUX_IMEX_CHANNELS_DIR_ENV, m_dir.c_str(), 1);
         }
         cux_ipc_fabric_ask_again();
     }
@@ -176,7 +176,7 @@ public:
     /* This process has no channel from now on (a peer started before keeps its own). */
     void withdraw()
     {
-        unsetenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+        unsetenv(CUX_IMEX_CHANNELS_DIR_ENV);
         cux_ipc_fabric_ask_again();
     }
 

@@ -315,12 +315,15 @@ TEST_F(ipc_containers, a_contained_peers_fabric_memory_is_proven_over_its_socket
     ASSERT_FALSE(HasFatalFailure());
     const size_t size = 2 << 20;
     buffer local(buf_kind::cuda0, size);
-    remote_buf rb = remote_alloc(size, 0, 81, alloc_vmm_fabric);
-    ASSERT_NE(0u, rb.addr);
-    const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
-    EXPECT_EQ(CUX_IPC_KIND_VMM_FABRIC, key->kind);
-    round_trip(local, rb, size, 82);
-    remote_free(rb);
+    for (uint64_t kind : {(uint64_t)alloc_vmm_fabric, (uint64_t)alloc_pool_fabric}) {
+        SCOPED_TRACE((kind == alloc_vmm_fabric) ? "VMM memory" : "a fabric pool's memory");
+        remote_buf rb = remote_alloc(size, 0, 81 + kind, kind);
+        ASSERT_NE(0u, rb.addr);
+        const cux_ipc_rkey_t *key = &((const cux_ipc_unpacked_rkey_t*)rb.rkey.rkey)->key;
+        EXPECT_EQ((kind == alloc_vmm_fabric) ? CUX_IPC_KIND_VMM_FABRIC : CUX_IPC_KIND_POOL_FABRIC, key->kind);
+        round_trip(local, rb, size, 82 + kind);
+        remote_free(rb);
+    }
 }
 
 /* The contained peer answers each key's proof itself: a key it did not hand out (made up, or re-sealed with another

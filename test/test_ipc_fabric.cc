@@ -138,29 +138,47 @@ TEST_F(ipc_fabric, a_process_without_an_imex_channel_refuses_fabric_keys_without
     peer_free(reply.a);
 }
 
-/* A pool made with the fabric type alone exists without a channel (the H200 makes one), and exporting it as fabric
- * there corrupts the process: its memory registers with a key that says "another path", and the export is never
- * asked for, with a channel or without. One diagnostic line says so and how to share such a pool. */
-TEST_F(ipc_fabric, fabric_pools_are_never_exported_as_fabric)
+/* A pool made with the fabric type alone goes through the pool's fabric handle and the allocation's export data
+ * where both processes have an IMEX channel. Without one (where the H200's driver corrupts the heap of a process
+ * that asks) its memory registers with a key that says "another path", the export is never asked for, and one
+ * diagnostic line says how to share such a pool. */
+TEST_F(ipc_fabric, fabric_pools_go_through_the_pools_fabric_handle_where_a_channel_is)
 {
-    for (bool channel : {true, false}) {
-        SCOPED_TRACE(channel ? "with an IMEX channel" : "without one");
-        if (!channel) {
-            m_channel->withdraw(); /* and the process forgets that it said it */
-        }
-        warnings_captured diag(UCS_LOG_LEVEL_DIAG);
-        size_t size = 1 << 20;
-        CUdeviceptr dptr;
-        if (ipc_alloc(0, alloc_pool_fabric, &size, &dptr) != CUDA_SUCCESS) {
-            GTEST_SKIP() << "this driver makes no memory pools with the fabric type";
-        }
-        long fabric_before = mock_live("fabric calls"), failed_before = mock_live("failed exports");
-        EXPECT_EQ(CUX_IPC_KIND_NONE, own_key(dptr, size).kind);
-        EXPECT_EQ(fabric_before, mock_live("fabric calls"));
-        EXPECT_EQ(failed_before, mock_live("failed exports"));
-        EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_pool_fabric, dptr, size));
-        EXPECT_EQ(1u, diag.count("fabric handle type alone")) << "said once, with the remedy";
+    const size_t size = 1 << 20;
+    peer_msg reply;
+    SKIP_WITHOUT_FABRIC_MEMORY(fabric_alloc(size, 71, alloc_pool_fabric, &reply));
+    cux_ipc_rkey_t key;
+    memcpy(&key, reply.blob, sizeof(key));
+    if (!using_mock_driver() && (key.kind == CUX_IPC_KIND_NONE)) {
+        peer_free(reply.a);
+        GTEST_SKIP() << "this driver exports no pool as fabric here";
     }
+    ASSERT_EQ(CUX_IPC_KIND_POOL_FABRIC, key.kind);
+    EXPECT_EQ(-1, key.export_fd) << "a fabric pool's key holds no descriptor";
+    remote_buf rb = {reply.a, {}};
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
+    long fabric_before = mock_live("fabric calls");
+    counters before    = cache();
+    buffer local(buf_kind::cuda0, size);
+    round_trip(local, rb, size, 72);
+    if (using_mock_driver()) {
+        EXPECT_EQ(fabric_before + 1, mock_live("fabric calls")) << "the pool imported once, by its fabric handle";
+    }
+    EXPECT_EQ(before.misses + 1, cache().misses);
+    remote_free(rb);
+
+    m_channel->withdraw(); /* and the process forgets that it said it */
+    warnings_captured diag(UCS_LOG_LEVEL_DIAG);
+    size_t own_size = size;
+    CUdeviceptr dptr;
+    ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_pool_fabric, &own_size, &dptr));
+    fabric_before      = mock_live("fabric calls");
+    long failed_before = mock_live("failed exports");
+    EXPECT_EQ(CUX_IPC_KIND_NONE, own_key(dptr, own_size).kind);
+    EXPECT_EQ(fabric_before, mock_live("fabric calls")) << "no channel: the driver is asked nothing about fabric";
+    EXPECT_EQ(failed_before, mock_live("failed exports"));
+    EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, alloc_pool_fabric, dptr, own_size));
+    EXPECT_EQ(1u, diag.count("fabric handle type alone")) << "said once, with the remedy";
 }
 
 /* Fabric bytes are a capability: a key whose bytes were changed (another allocation's handle, or made up) is

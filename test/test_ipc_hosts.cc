@@ -39,6 +39,7 @@ public:
             }
         }
     }
+    void set(const std::string &name, const std::string &value) { set(name, value.c_str()); }
     void set(const std::string &name, const char *value)
     {
         const char *old = getenv(name.c_str());
@@ -103,10 +104,14 @@ protected:
             if (how.other_host) {
                 env.set("LD_PRELOAD", build_path("test/.libs/libcux_other_host.so").c_str());
                 env.set("CUX_TEST_SYSTEM_ID", other_host);
+                /* a build with AddressSanitizer's runtime as a shared library wants it first in the list */
+                const char *asan = getenv("ASAN_OPTIONS");
+                env.set("ASAN_OPTIONS", ((asan != nullptr) ? std::string(asan) + ":" : std::string()) +
+                                        "verify_asan_link_order=0");
             }
             env.set("MOCK_NVML_FABRIC", how.fabric);
             if (!how.channel) {
-                env.set(CUX_IPC_FABRIC_CHANNELS_DIR_ENV, "/nonexistent");
+                env.set(CUX_IMEX_CHANNELS_DIR_ENV, "/nonexistent");
             }
             m_peer.reset(new ipc_peer(nullptr, how.own_namespace));
         }
@@ -135,6 +140,14 @@ protected:
         peer_msg req = {};
         req.op = peer_op::alloc; req.a = size; req.b = 0; req.c = seed; req.d = kind;
         return m_peer->call(req);
+    }
+
+    /* Frees a buffer of a peer (the fixture's by default). */
+    void peer_free(uint64_t addr, ipc_peer *peer = nullptr)
+    {
+        peer_msg req = {};
+        req.op = peer_op::free; req.a = addr;
+        EXPECT_EQ(UCS_OK, ((peer != nullptr) ? peer : m_peer.get())->call(req).status);
     }
 
     static cux_ipc_rkey_t key_of(const peer_msg &reply)
@@ -173,13 +186,14 @@ TEST_F(ipc_hosts, a_peer_on_another_host_of_our_domain_is_reached_through_fabric
     ASSERT_TRUE(start_remote_peer());
     EXPECT_EQ(CUX_IPC_ADDR_MAGIC_DOMAIN, peer_address().magic);
 
-    for (uint64_t kind : {(uint64_t)alloc_vmm_fabric, (uint64_t)alloc_vmm_fabric_fd}) {
-        SCOPED_TRACE(kind == alloc_vmm_fabric ? "fabric handle alone" : "descriptor and fabric handle");
+    for (uint64_t kind : {(uint64_t)alloc_vmm_fabric, (uint64_t)alloc_vmm_fabric_fd, (uint64_t)alloc_pool_fabric}) {
+        SCOPED_TRACE((kind == alloc_vmm_fabric) ? "fabric handle alone" :
+                     (kind == alloc_vmm_fabric_fd) ? "descriptor and fabric handle" : "a fabric pool");
         const size_t size = 2 << 20;
         peer_msg reply    = peer_alloc(size, 60 + kind, kind);
         ASSERT_EQ(UCS_OK, reply.status);
         cux_ipc_rkey_t key = key_of(reply);
-        EXPECT_TRUE(has_fabric_bytes(key)) << "a key of memory with the fabric type carries its handle";
+        EXPECT_TRUE(cux_ipc_rkey_crosses_hosts(&key)) << "a key of memory with the fabric type carries its handle";
         EXPECT_EQ(strtoull(other_host, nullptr, 16), key.system_id);
 
         remote_buf rb = {reply.a, {}};
@@ -242,9 +256,7 @@ TEST_F(ipc_hosts, keys_of_another_host_without_a_fabric_handle_are_refused_at_un
         EXPECT_FALSE(cux_ipc_rkey_crosses_hosts(&key));
         uct_rkey_bundle_t bundle;
         EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, reply.blob, &bundle));
-        peer_msg req = {};
-        req.op = peer_op::free; req.a = reply.a;
-        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
+        peer_free(reply.a);
     }
 }
 
@@ -276,9 +288,7 @@ TEST_F(ipc_hosts, a_key_is_used_only_on_an_endpoint_to_its_exporter)
         << "this host's key on an endpoint to a process of another";
 
     uct_ep_destroy(local_ep);
-    peer_msg req = {};
-    req.op = peer_op::free; req.a = local_rb.addr;
-    EXPECT_EQ(UCS_OK, local_peer.call(req).status);
+    peer_free(local_rb.addr, &local_peer);
     uct_rkey_release(m_component, &local_rb.rkey);
     remote_free(remote_rb);
 }
@@ -336,7 +346,7 @@ TEST_F(ipc_hosts, with_mnnvl_off_here_no_other_host_is_reached)
         SCOPED_TRACE(why);
         scoped_env env;
         std::vector<std::pair<std::string, std::string>> config;
-        std::string channel_dir = getenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+        std::string channel_dir = getenv(CUX_IMEX_CHANNELS_DIR_ENV);
         destroy_ep();
         m_peer.reset();
         if (!strcmp(why, "setting")) {
@@ -351,7 +361,7 @@ TEST_F(ipc_hosts, with_mnnvl_off_here_no_other_host_is_reached)
         EXPECT_EQ(CUX_IPC_ADDR_HOST_LEN, attr.iface_addr_len) << "the address of a host outside any domain";
         EXPECT_EQ(0u, attr.cap.flags & CUX_IFACE_FLAG_INTER_NODE);
         /* the peer is in the domain whatever this process decided (its channel is a file; ours is asked once) */
-        env.set(CUX_IPC_FABRIC_CHANNELS_DIR_ENV, channel_dir.c_str());
+        env.set(CUX_IMEX_CHANNELS_DIR_ENV, channel_dir.c_str());
         env.set("MOCK_NVML_FABRIC", our_fabric);
         EXPECT_FALSE(start_remote_peer());
         EXPECT_EQ(CUX_IPC_ADDR_MAGIC_DOMAIN, peer_address().magic);
@@ -359,9 +369,7 @@ TEST_F(ipc_hosts, with_mnnvl_off_here_no_other_host_is_reached)
         ASSERT_EQ(UCS_OK, reply.status) << "the peer exports its fabric handle";
         uct_rkey_bundle_t bundle;
         EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_unpack(m_component, reply.blob, &bundle));
-        peer_msg req = {};
-        req.op = peer_op::free; req.a = reply.a;
-        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
+        peer_free(reply.a);
     }
 }
 

@@ -255,18 +255,19 @@ TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_ow
     EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
 }
 
-/* Issue 47: memory with the fabric handle type alone, through UCP. Fabric VMM memory goes over cuda_ipc through its
- * fabric handle where the process has an IMEX channel (the mock's, here; the GPU host has none, and its driver
- * makes no such memory: those cases skip), and a fabric pool's memory goes another path and arrives. */
+/* Issue 47: memory with the fabric handle type alone, through UCP. Fabric VMM memory and fabric pools' memory go
+ * over cuda_ipc through their fabric handles where the process has an IMEX channel (the mock's, here; the GPU host
+ * has none, and its driver makes no fabric VMM memory: those cases skip, and its fabric pool's memory goes another
+ * path and arrives). */
 TEST_F(ucp_programs, ucp_data_check_of_fabric_memory)
 {
     std::unique_ptr<imex_channel> channel;
     if (using_mock_driver()) {
         channel.reset(new imex_channel());
     }
-    const char *dir = getenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+    const char *dir = getenv(CUX_IMEX_CHANNELS_DIR_ENV);
     command_result r = ucp_check(std::string("CUX_MEMTYPE=query ") +
-                                 ((dir != nullptr) ? std::string(CUX_IPC_FABRIC_CHANNELS_DIR_ENV) + "=" + dir : ""),
+                                 ((dir != nullptr) ? std::string(CUX_IMEX_CHANNELS_DIR_ENV) + "=" + dir : ""),
                                  "--only 17,18,19 8 65539 1048576");
     EXPECT_EQ(0, r.status) << r.output;
     EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;

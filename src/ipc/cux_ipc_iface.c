@@ -100,7 +100,7 @@ static int cux_ipc_iface_reachable(const uct_iface_h tl_iface, const uct_device_
     memcpy(&system_id, dev_addr, sizeof(system_id));
     cux_ipc_addr_unpack(&addr, iface_addr, iface_addr_len);
     if (system_id != iface->system_id) {
-        return cux_ipc_remote_peer_acceptable(&addr, system_id, iface->pid_ns, why_p);
+        return cux_ipc_remote_peer_acceptable(&addr, iface->pid_ns, why_p);
     }
     if (((addr.magic == CUX_IPC_ADDR_MAGIC) || (addr.magic == CUX_IPC_ADDR_MAGIC_DOMAIN)) && (addr.pid == getpid()) &&
         (addr.pid_ns == iface->pid_ns)) {

@@ -80,6 +80,24 @@ static ucs_status_t cux_ipc_memh_export_pool(cux_ipc_md_t *md, const cux_ptr_inf
     return UCS_OK;
 }
 
+/* Memory of a pool made with the fabric handle type alone: the pool's fabric handle and the allocation's place in
+ * the pool. */
+static ucs_status_t cux_ipc_memh_export_fabric_pool(const cux_ptr_info_t *info, CUmemoryPool pool,
+                                                    cux_ipc_memh_t *memh)
+{
+    ucs_status_t status;
+
+    if (cux_drv.cuMemPoolExportPointer == NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    status = cux_ipc_fabric_export_pool(pool, &memh->key.pool_fabric);
+    if (status != UCS_OK) {
+        return status;
+    }
+    return CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolExportPointer, &memh->key.pool_ptr,
+                        (CUdeviceptr)(uintptr_t)info->base);
+}
+
 static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
 {
     return &md->memo[((uintptr_t)base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
@@ -130,13 +148,23 @@ ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, c
     }
     cux_ipc_export_kinds(info, &can);
     memh->key.export_fd = -1;
-    if (can.pool != NULL) {
+    if ((can.pool != NULL) && !can.fd && can.fabric && cux_imex_channel_present()) {
+        /* a pool with the fabric handle type alone: its fabric handle, where an IMEX channel is (the driver
+         * corrupts the heap of a process without one that asks) */
+        memh->key.kind = CUX_IPC_KIND_POOL_FABRIC;
+        status         = cux_ipc_memh_export_fabric_pool(info, can.pool, memh);
+    } else if (can.pool != NULL) {
         /* Pool memory: shareable if its pool was created with the descriptor handle type (not the default
          * pool's). */
         memh->key.kind = CUX_IPC_KIND_POOL_FD;
         status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_memh_export_pool(md, info, can.pool, memh);
         if (!can.fd && can.fabric) {
             cux_ipc_fabric_pool_said();
+        }
+        if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on() &&
+            (cux_ipc_fabric_export_pool(can.pool, &memh->key.pool_fabric) != UCS_OK)) {
+            /* peers of this host still go by the descriptor; those of other hosts take another path */
+            memset(&memh->key.pool_fabric, 0, sizeof(memh->key.pool_fabric));
         }
     } else {
         memh->key.kind = CUX_IPC_KIND_LEGACY;
@@ -167,6 +195,7 @@ ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, c
         memh->key.kind      = CUX_IPC_KIND_NONE;
         memh->key.export_fd = -1;
         memset(&memh->key.handle, 0, sizeof(memh->key.handle));
+        memset(&memh->key.pool_fabric, 0, sizeof(memh->key.pool_fabric));
     }
 
     memh->device         = info->device;

@@ -16,7 +16,7 @@
 #include "driver/cux_cuda.h"
 #include "driver/cux_driver.h" /* CUX_DRIVER_MIN_VERSION (the loader itself is not linked) */
 #include "driver/cux_nvml.h"   /* NVML's word on the NVLink fabric (no driver loader in it) */
-#include "ipc/common/cux_ipc_fabric.h" /* where IMEX channels are (its functions are the module's) */
+#include "base/cux_imex.h"    /* where IMEX channels are (its functions are the module's) */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -262,15 +262,15 @@ static int check_transport(const char *component_name, const char *tl_name)
 }
 
 /* An IMEX channel's device file this process may read and write, as the module looks for one
- * (src/ipc/common/cux_ipc_fabric.h): its name, or NULL. */
+ * (src/base/cux_imex.c): its name, or NULL. */
 static const char *check_imex_channel(char *name, size_t max)
 {
-    const char *dir_path = getenv(CUX_IPC_FABRIC_CHANNELS_DIR_ENV);
+    const char *dir_path = getenv(CUX_IMEX_CHANNELS_DIR_ENV);
     struct dirent *entry;
     const char *found = NULL;
     DIR *dir;
 
-    dir_path = ((dir_path != NULL) && (*dir_path != '\0')) ? dir_path : CUX_IPC_FABRIC_CHANNELS_DIR;
+    dir_path = ((dir_path != NULL) && (*dir_path != '\0')) ? dir_path : CUX_IMEX_CHANNELS_DIR;
     dir      = opendir(dir_path);
     while ((dir != NULL) && (found == NULL) && ((entry = readdir(dir)) != NULL)) {
         if (!strncmp(entry->d_name, "channel", 7) && (faccessat(dirfd(dir), entry->d_name, R_OK | W_OK, 0) == 0)) {
@@ -317,7 +317,7 @@ static void check_fabric(int gpus)
             } else {
                 check_line("WARN", "NVLink fabric", "GPU%d is in a multi-node NVLink domain (cluster %s, clique %u), "
                            "but this process has no IMEX channel (%s/channelN): cuda_ipc carries GPU memory between "
-                           "processes of this host only", g, cluster, info.clique, CUX_IPC_FABRIC_CHANNELS_DIR);
+                           "processes of this host only", g, cluster, info.clique, CUX_IMEX_CHANNELS_DIR);
             }
         } else if (info.state != CUX_FABRIC_NONE) {
             check_line("WARN", "NVLink fabric", "GPU%d: %s (see nvidia-smi -q, Fabric)", g, info.why);

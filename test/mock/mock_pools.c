@@ -7,8 +7,10 @@
  * process imports the pool, must give its device access to it (cuMemPoolSetAccess, as with the driver), and
  * imports the allocation, which it frees with cuMemFree. As the driver does (HACKING.md), a process that imports
  * one pool again gets the same handle and one more import to destroy, and cuMemPoolDestroy of an imported pool
- * is refused while any allocation imported from it lives. The mock's streams are synchronous: allocations are
- * made and freed at once.
+ * is refused while any allocation imported from it lives. A pool made with the fabric type exports 64 bytes
+ * naming its marker where the process has an IMEX channel (mock_vmm.c), which any process with one imports; without
+ * one the export is refused (the H200's driver then also corrupts the caller's heap). The mock's streams are
+ * synchronous: allocations are made and freed at once.
  */
 #include "mock.h"
 
@@ -28,6 +30,13 @@ typedef struct {
     unsigned           imports;   /* an imported pool: imports not destroyed yet */
     unsigned           access;    /* devices with read-write access (bit per device) */
 } mock_pool_t;
+
+/* What cuMemPoolExportToShareableHandle writes for the fabric type (in 64 bytes). */
+#define MOCK_POOL_FABRIC_MAGIC 0x4c4f4f50424146ull /* "FABPOOL" */
+typedef struct {
+    uint64_t magic, pid_ns, broker, ino;
+    int32_t  pid, fd; /* the exporter and its pool's marker */
+} mock_pool_fabric_t;
 
 /* What cuMemPoolExportPointer writes (64 bytes). */
 typedef struct {
@@ -114,7 +123,7 @@ MOCK_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
         (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if (props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    if (props->handleTypes & (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC)) {
         init.marker = memfd_create("mockcuda-pool", MFD_CLOEXEC);
         if ((init.marker < 0) || fstat(init.marker, &st)) {
             return CUDA_ERROR_OUT_OF_MEMORY;
@@ -179,10 +188,18 @@ CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemA
 
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
         /* The H200's driver without an IMEX channel answers NOT_PERMITTED here and corrupts the caller's heap:
-         * a module must not ask (the tests count the calls). */
+         * a module must not ask (the tests count the calls). With one, a pool made with the fabric type exports
+         * 64 bytes naming its marker, which any process with a channel imports. */
         __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
-        return CUDA_ERROR_NOT_PERMITTED;
+        if (!mock_imex_channel() || (p == NULL) || (p->pid != 0) || !(p->handle_types & CU_MEM_HANDLE_TYPE_FABRIC)) {
+            __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
+            return CUDA_ERROR_NOT_PERMITTED;
+        }
+        mock_pool_fabric_t f = {MOCK_POOL_FABRIC_MAGIC, mock_pid_namespace(), mock_broker_token(), p->ino,
+                                getpid(), p->marker};
+        memset(out, 0, sizeof(CUmemFabricHandle));
+        memcpy(out, &f, sizeof(f));
+        return CUDA_SUCCESS;
     }
     if ((p == NULL) || (p->pid != 0) || (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
         !(p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
@@ -225,10 +242,29 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
     CUresult res;
     int fd;
 
-    if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (flags != 0)) {
+    if ((type == CU_MEM_HANDLE_TYPE_FABRIC) && (flags == 0)) {
+        mock_pool_fabric_t f;
+        __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
+        memcpy(&f, os_handle, sizeof(f));
+        if (!mock_imex_channel()) {
+            return CUDA_ERROR_NOT_PERMITTED;
+        }
+        if (f.magic != MOCK_POOL_FABRIC_MAGIC) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        init.pid    = f.pid;
+        init.pid_ns = f.pid_ns;
+        init.broker = f.broker;
+        fd          = mock_open_exporter_fd(f.pid, f.pid_ns, f.broker, f.fd);
+        if ((fd >= 0) && !fstat(fd, &st) && (st.st_ino != f.ino)) {
+            close(fd);
+            fd = -1; /* another pool's marker by now */
+        }
+    } else if ((type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) || (flags != 0)) {
         return CUDA_ERROR_INVALID_VALUE;
+    } else {
+        fd = mock_import_fd((int)(uintptr_t)os_handle, &init.pid, &init.pid_ns, &init.broker);
     }
-    fd = mock_import_fd((int)(uintptr_t)os_handle, &init.pid, &init.pid_ns, &init.broker);
     if ((fd < 0) || fstat(fd, &st)) {
         if (fd >= 0) {
             close(fd);

@@ -55,7 +55,7 @@ void cux_ipc_domain_decide(int setting)
 
     if (setting == UCS_NO) {
         why = "UCX_CUDA_IPC_ENABLE_MNNVL=n";
-    } else if (!cux_ipc_fabric_channel_present()) {
+    } else if (!cux_imex_channel_present()) {
         why = "no IMEX channel";
     } else {
         why = cux_ipc_domain_of_gpus(&domain, buf, sizeof(buf));

@@ -69,7 +69,8 @@ ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_syste
     }
     if ((rkey->kind != CUX_IPC_KIND_LEGACY) && (rkey->kind != CUX_IPC_KIND_VMM_FD) &&
         (rkey->kind != CUX_IPC_KIND_NONE) && (rkey->kind != CUX_IPC_KIND_POOL_FD) &&
-        (rkey->kind != CUX_IPC_KIND_VMM_SPAN) && (rkey->kind != CUX_IPC_KIND_VMM_FABRIC)) {
+        (rkey->kind != CUX_IPC_KIND_VMM_SPAN) && (rkey->kind != CUX_IPC_KIND_VMM_FABRIC) &&
+        (rkey->kind != CUX_IPC_KIND_POOL_FABRIC)) {
         return cux_ipc_rkey_invalid("unknown kind %u", rkey->kind);
     }
     if ((rkey->kind == CUX_IPC_KIND_VMM_SPAN) && ((rkey->span.count < 2) || (rkey->span.count > CUX_IPC_SPAN_MAX))) {
@@ -113,6 +114,7 @@ int cux_ipc_rkey_same_allocation(const cux_ipc_rkey_t *a, const cux_ipc_rkey_t *
            (a->length == b->length) &&
            (a->buffer_id == b->buffer_id) && (a->secret == b->secret) && (a->system_id == b->system_id) &&
            !memcmp(&a->dev_uuid, &b->dev_uuid, sizeof(a->dev_uuid)) &&
+           !memcmp(&a->pool_fabric, &b->pool_fabric, sizeof(a->pool_fabric)) &&
            ((a->kind == CUX_IPC_KIND_VMM_SPAN) ?
             ((a->span.pieces == b->span.pieces) && (a->span.count == b->span.count)) :
             !memcmp(&a->handle, &b->handle, sizeof(a->handle)));

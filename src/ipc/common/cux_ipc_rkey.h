@@ -13,7 +13,8 @@
 #include <string.h>
 
 #define CUX_IPC_RKEY_MAGIC   0x31495843u /* "CXI1" */
-#define CUX_IPC_RKEY_VERSION 5 /* 5: the exporter's PID namespace; 4: record is a slot of its table of keys out */
+#define CUX_IPC_RKEY_VERSION 6 /* 6: a pool's fabric handle; 5: the exporter's PID namespace; 4: record is a slot of
+                                  its table of keys out */
 
 /* How the allocation is shared. */
 enum {
@@ -36,7 +37,11 @@ enum {
     /* cuMemCreate memory made with the fabric handle type and no descriptor type (what NVLink-domain
      * allocators make): its fabric handle, which any process of the IMEX domain holding the bytes and an IMEX
      * channel may import. Added without a version change, as POOL_FD was (cux_ipc_fabric.h). */
-    CUX_IPC_KIND_VMM_FABRIC = 5
+    CUX_IPC_KIND_VMM_FABRIC = 5,
+    /* Memory of a pool created with the fabric handle type and no descriptor type (cudaMallocAsync users on
+     * NVLink-domain systems): the pool's fabric handle (pool_fabric) and the allocation's export data, imported
+     * as POOL_FD's are (cux_ipc_fabric.h). */
+    CUX_IPC_KIND_POOL_FABRIC = 6
 };
 
 /* Most allocations one VMM_SPAN key names. */
@@ -77,6 +82,8 @@ typedef struct cux_ipc_rkey {
     uint64_t       length;      /* allocation length (VMM_SPAN: all pieces') */
     uint64_t       buffer_id;   /* tells a re-allocation at the same address from the old one */
     uint64_t       pid_ns;      /* the exporter's PID namespace: its pid names it only there */
+    CUmemFabricHandle pool_fabric; /* POOL_FABRIC; POOL_FD in a multi-node NVLink domain: its pool's fabric
+                                      handle (zero otherwise) */
     uint32_t       checksum;    /* over everything before it */
 } __attribute__((packed)) cux_ipc_rkey_t;
 
@@ -95,14 +102,15 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
 ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int other_hosts);
 
 /* Does the key carry a fabric handle, the one thing that goes between hosts by itself? (Memory made with the
- * descriptor type as well is VMM_FD, and carries its fabric handle too where this process is in a multi-node
- * NVLink domain: importers of this host go by the descriptor, those of other hosts by the handle.) */
+ * descriptor type as well is VMM_FD or POOL_FD, and carries its fabric handle too where this process is in a
+ * multi-node NVLink domain: importers of this host go by the descriptor, those of other hosts by the handle.) */
 static inline int cux_ipc_rkey_crosses_hosts(const cux_ipc_rkey_t *rkey)
 {
     static const CUmemFabricHandle none = {0};
 
-    return (rkey->kind == CUX_IPC_KIND_VMM_FABRIC) ||
-           ((rkey->kind == CUX_IPC_KIND_VMM_FD) && memcmp(&rkey->fabric, &none, sizeof(none)));
+    return (rkey->kind == CUX_IPC_KIND_VMM_FABRIC) || (rkey->kind == CUX_IPC_KIND_POOL_FABRIC) ||
+           ((rkey->kind == CUX_IPC_KIND_VMM_FD) && memcmp(&rkey->fabric, &none, sizeof(none))) ||
+           ((rkey->kind == CUX_IPC_KIND_POOL_FD) && memcmp(&rkey->pool_fabric, &none, sizeof(none)));
 }
 
 /* Is [address, address + length) inside the key's allocation? */

@@ -100,7 +100,7 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
     }
     memcpy(&ukey->key, rkey_buffer, sizeof(ukey->key));
     status = cux_ipc_rkey_check(&ukey->key, cux_ipc_host_id(), cux_ipc_domain_on());
-    if ((status == UCS_OK) && (ukey->key.kind == CUX_IPC_KIND_VMM_FABRIC) && !cux_ipc_fabric_channel_present()) {
+    if ((status == UCS_OK) && (ukey->key.kind == CUX_IPC_KIND_VMM_FABRIC) && !cux_imex_channel_present()) {
         /* the driver would refuse it: UCP takes another path at once */
         ucs_debug("cuda_ipc: pid %d's key is a fabric handle, and this process has no IMEX channel: another path "
                   "carries it", ukey->key.pid);

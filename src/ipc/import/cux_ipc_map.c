@@ -256,9 +256,29 @@ static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t
     return status;
 }
 
+/* The key's pool, imported: by its fabric handle (a fabric pool's key, or any pool key of a peer on another host,
+ * which reaches it by nothing else), or by its descriptor taken from the exporter. */
+static ucs_status_t cux_ipc_import_key_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, CUmemoryPool *pool_p)
+{
+    ucs_status_t status;
+    int fd;
+
+    if ((key->kind == CUX_IPC_KIND_POOL_FABRIC) || cux_ipc_peer_is_remote(peer)) {
+        return cux_ipc_fabric_import_pool(&key->pool_fabric, pool_p);
+    }
+    fd = cux_ipc_take_key_fd(key, peer, CUX_IPC_CHANNEL_KEY_FD, key->export_fd);
+    if (fd < 0) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    status = CUX_DRV_CALL_ERR(cuMemPoolImportFromShareableHandle, pool_p, (void*)(uintptr_t)fd,
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    close(fd);
+    return status;
+}
+
 /*
  * Pool memory: import the exporter's pool, let the local device read and write it, and import the allocation
- * from it. The mapping holds the imported pool; the import is destroyed once no allocation of that pool is
+ * from it. A pool imported by its fabric handle is proven again once imported, as a descriptor is once taken. The mapping holds the imported pool; the import is destroyed once no allocation of that pool is
  * mapped any more (cux_ipc_pool_refs.h: the driver refuses it before).
  */
 static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
@@ -269,7 +289,6 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
     CUmemAccess_flags flags;
     CUmemoryPool pool;
     ucs_status_t status;
-    int fd;
 
     if ((cux_drv.cuMemPoolImportFromShareableHandle == NULL) || (cux_drv.cuMemPoolImportPointer == NULL) ||
         (cux_drv.cuMemPoolGetAccess == NULL) || (cux_drv.cuMemPoolSetAccess == NULL) ||
@@ -278,18 +297,16 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
                   key->pid);
         return UCS_ERR_UNREACHABLE;
     }
-    fd = cux_ipc_take_key_fd(key, peer, CUX_IPC_CHANNEL_KEY_FD, key->export_fd);
-    if (fd < 0) {
-        return UCS_ERR_UNREACHABLE;
-    }
-    status = CUX_DRV_CALL_ERR(cuMemPoolImportFromShareableHandle, &pool, (void*)(uintptr_t)fd,
-                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    close(fd);
+    status = cux_ipc_import_key_pool(key, peer, &pool);
     if (status != UCS_OK) {
         return status;
     }
-    /* an imported pool is not accessible from a device until it is set so */
-    status = CUX_DRV_CALL_ERR(cuMemPoolGetAccess, &flags, pool, &access.location);
+    if ((key->kind == CUX_IPC_KIND_POOL_FABRIC) && (cux_ipc_peer_check_key(peer, key) != UCS_OK)) {
+        status = UCS_ERR_UNREACHABLE;
+    } else {
+        /* an imported pool is not accessible from a device until it is set so */
+        status = CUX_DRV_CALL_ERR(cuMemPoolGetAccess, &flags, pool, &access.location);
+    }
     if ((status == UCS_OK) && (flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
         status = CUX_DRV_CALL_ERR(cuMemPoolSetAccess, pool, &access, 1);
     }
@@ -348,7 +365,7 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     }
     if (cux_ipc_key_is_vmm(key)) {
         status = cux_ipc_map_vmm(key, peer, device, &dptr, &layout);
-    } else if (key->kind == CUX_IPC_KIND_POOL_FD) {
+    } else if ((key->kind == CUX_IPC_KIND_POOL_FD) || (key->kind == CUX_IPC_KIND_POOL_FABRIC)) {
         status = cux_ipc_map_pool(key, peer, device, &dptr, &pool);
     } else {
         status = cux_ipc_map_legacy(key, peer, &dptr);
@@ -382,7 +399,7 @@ static void cux_ipc_unmap(void *arg, const cux_ipc_region_t *region)
         if (vmm) {
             cux_ipc_unmap_pieces(dptr, region->held, ((const cux_ipc_vmm_layout_t*)region->held)->count);
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuMemAddressFree, dptr, region->key.length);
-        } else if (region->key.kind == CUX_IPC_KIND_POOL_FD) {
+        } else if ((region->key.kind == CUX_IPC_KIND_POOL_FD) || (region->key.kind == CUX_IPC_KIND_POOL_FABRIC)) {
             cux_ipc_pool_refs_free_pointer((CUmemoryPool)region->held, dptr);
         } else {
             (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuIpcCloseMemHandle, dptr);

@@ -107,10 +107,9 @@ ucs_status_t cux_ipc_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t 
                                cux_ipc_proof_mode_t mode);
 void cux_ipc_peer_close(cux_ipc_peer_t *peer);
 
-/* Is the address, whose device address names host system_id (not ours), a peer on another host of our NVLink
- * domain? 1, or 0 with *why_p saying why not. */
-int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t system_id, uint64_t pid_ns,
-                                   const char **why_p);
+/* Is the address, whose device address names another host than ours, a peer on another host of our NVLink
+ * domain? 1, or 0 with *why_p saying why not. pid_ns: ours. */
+int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns, const char **why_p);
 /* The same, opened as an endpoint's peer (UCS_ERR_UNREACHABLE, logged at debug level, if it is not one). */
 ucs_status_t cux_ipc_remote_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t system_id,
                                       uint64_t pid_ns);

@@ -16,8 +16,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t system_id, uint64_t pid_ns,
-                                   const char **why_p)
+int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t pid_ns, const char **why_p)
 {
     cux_ipc_domain_t ours;
 
@@ -51,7 +50,7 @@ ucs_status_t cux_ipc_remote_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_
     memset(peer, 0, sizeof(*peer));
     peer->pidfd   = -1;
     peer->channel = -1;
-    if (!cux_ipc_remote_peer_acceptable(addr, system_id, pid_ns, &why)) {
+    if (!cux_ipc_remote_peer_acceptable(addr, pid_ns, &why)) {
         ucs_debug("cuda_ipc: pid %d of host 0x%" PRIx64 " is not reachable: %s", addr->pid, system_id, why);
         return UCS_ERR_UNREACHABLE;
     }
