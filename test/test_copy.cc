@@ -5,6 +5,7 @@
  * or on the mock driver in CI; skipped when neither is there.
  */
 #include "cux_test.h"
+#include "ipc_transport.h" /* imex_channel, and the peer's allocators */
 
 #include <iostream>
 #include <poll.h>
@@ -298,6 +299,99 @@ TEST_F(copy, memory_type_detection)
         buffer dev1(buf_kind::cuda1, 4096);
         ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, dev1.ptr(), 4096, &type));
         EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+    }
+}
+
+/* UCX's memory-type tests have fabric cases (test_switch_cuda_device.cc, detect_mem_type_cuda_fabric): memory made
+ * with the fabric handle type, VMM or from a pool, is CUDA memory with its allocation's bounds. The driver makes
+ * such VMM memory only where the process has an IMEX channel (the mock's, here; the GPU host has none). */
+TEST_F(copy, fabric_memory_is_detected_as_cuda_memory)
+{
+    std::unique_ptr<imex_channel> channel;
+    if (using_mock_driver()) {
+        channel.reset(new imex_channel());
+    }
+    for (uint64_t kind : {(uint64_t)alloc_vmm_fabric, (uint64_t)alloc_pool_fabric}) {
+        SCOPED_TRACE((kind == alloc_vmm_fabric) ? "VMM memory" : "pool memory");
+        size_t size = 1 << 20;
+        CUdeviceptr dptr;
+        if (ipc_alloc(0, kind, &size, &dptr) != CUDA_SUCCESS) {
+            continue; /* no IMEX channel: the driver makes no fabric VMM memory */
+        }
+        ucs_memory_type_t type;
+        ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, (void*)(dptr + 4096), 4096, &type));
+        EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, type);
+        uct_md_mem_attr_t attr;
+        attr.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
+                          UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH;
+        ASSERT_EQ(UCS_OK, uct_md_mem_query(m_md, (void*)(dptr + 4096), 4096, &attr));
+        EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, attr.mem_type);
+        EXPECT_EQ((void*)dptr, attr.base_address);
+        EXPECT_GE(attr.alloc_length, size);
+        EXPECT_EQ(CUDA_SUCCESS, ipc_free(0, kind, dptr, size));
+    }
+}
+
+/* The handle types the driver allows for an allocation. */
+static uint64_t allowed_handle_types(const void *address)
+{
+    CUpointer_attribute attr = CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES;
+    uint64_t types           = 0;
+    void *data[]             = {&types};
+    return (cux_drv.cuPointerGetAttributes(1, &attr, data, (CUdeviceptr)(uintptr_t)address) == CUDA_SUCCESS) ?
+           types : 0;
+}
+
+/* UCX_CUDA_COPY_ENABLE_FABRIC (UCX's name and default, try): where the process has an IMEX channel, what cuda_copy
+ * allocates is fabric memory (with the descriptor type as well), which cuda_ipc shares with other hosts of a
+ * multi-node NVLink domain; n, or no channel, keeps cuMemAlloc, and the driver is asked nothing about fabric; y
+ * without a channel fails the allocation with one error line. */
+TEST_F(copy, md_allocates_fabric_memory_where_an_imex_channel_is)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "the mock's IMEX channel (the GPU host has none)";
+    }
+    imex_channel channel;
+    open_md();
+    uct_allocated_memory_t mem;
+    long before = mock_live("fabric calls");
+    ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 100000, &mem));
+    EXPECT_EQ(before + 1, mock_live("fabric calls")) << "one cuMemCreate with the fabric type";
+    EXPECT_EQ((uint64_t)(CU_MEM_HANDLE_TYPE_FABRIC | CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+              allowed_handle_types(mem.address));
+    EXPECT_GE(mem.length, 100000u);
+    ucs_memory_type_t detected;
+    ASSERT_EQ(UCS_OK, uct_md_detect_memory_type(m_md, mem.address, 100000, &detected));
+    EXPECT_EQ(UCS_MEMORY_TYPE_CUDA, detected);
+    auto data = random_bytes(100000);
+    raw_copy(mem.address, data.data(), data.size());
+    std::vector<uint8_t> back(data.size());
+    raw_copy(back.data(), mem.address, back.size());
+    EXPECT_TRUE(back == data);
+    EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+
+    open_md({{"ENABLE_FABRIC", "n"}});
+    before = mock_live("fabric calls");
+    ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 100000, &mem));
+    EXPECT_EQ(before, mock_live("fabric calls"));
+    EXPECT_EQ(0u, allowed_handle_types(mem.address) & CU_MEM_HANDLE_TYPE_FABRIC);
+    EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+
+    channel.withdraw();
+    for (const char *setting : {"try", "y"}) {
+        SCOPED_TRACE(setting);
+        open_md({{"ENABLE_FABRIC", setting}});
+        warnings_captured logged(UCS_LOG_LEVEL_ERROR);
+        before = mock_live("fabric calls");
+        ucs_status_t status = md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 100000, &mem);
+        EXPECT_EQ(before, mock_live("fabric calls")) << "no channel: the driver is asked nothing about fabric";
+        if (!strcmp(setting, "try")) {
+            ASSERT_EQ(UCS_OK, status);
+            EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+        } else {
+            EXPECT_NE(UCS_OK, status);
+            EXPECT_EQ(1u, logged.count("UCX_CUDA_COPY_ENABLE_FABRIC=y, but this process has no IMEX channel"));
+        }
     }
 }
 

@@ -4,6 +4,7 @@
  */
 #include "cux_copy_md.h"
 #include "cux_copy_dmabuf.h"
+#include "cux_copy_fabric_alloc.h"
 #include "base/cux_iface.h"
 #include "base/cux_md.h"
 #include "base/cux_ptr.h"
@@ -29,6 +30,14 @@ static ucs_config_field_t cux_copy_md_config_table[] = {
      "transports register GPU memory without the peer-memory kernel module. auto: when every GPU and the\n"
      "driver support it; on: the same, with a warning when they do not; off: never.",
      ucs_offsetof(cux_copy_md_config_t, dmabuf), UCS_CONFIG_TYPE_ON_OFF_AUTO},
+
+    /* UCX's name and default (1.18+) */
+    {"ENABLE_FABRIC", "try",
+     "Allocate GPU memory (what UCP allocates through cuda_copy) with the fabric handle type, and the POSIX\n"
+     "descriptor type, so that cuda_ipc can share it with processes on other hosts of a multi-node NVLink\n"
+     "domain. try: where this process has an IMEX channel, else (or where the driver refuses) as before;\n"
+     "y: the same, failing the allocation where it cannot be made; n: never (cuMemAlloc).",
+     ucs_offsetof(cux_copy_md_config_t, enable_fabric), UCS_CONFIG_TYPE_TERNARY},
 
     {NULL}
 };
@@ -171,11 +180,13 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
                                             ucs_memory_type_t mem_type, ucs_sys_device_t sys_dev, unsigned flags,
                                             const char *alloc_name, uct_mem_h *memh_p)
 {
+    int enable_fabric = ucs_derived_of(md, cux_copy_md_t)->enable_fabric;
+    unsigned flags_out = CUX_COPY_MEMH_ALLOCATED;
     cux_copy_memh_t *memh;
     cux_ctx_guard_t guard;
     ucs_status_t status;
     CUdeviceptr dptr;
-    int device;
+    int device, fabric;
 
     if ((mem_type != UCS_MEMORY_TYPE_CUDA) && (mem_type != UCS_MEMORY_TYPE_CUDA_MANAGED)) {
         return UCS_ERR_UNSUPPORTED;
@@ -187,6 +198,11 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
     if (*length_p == 0) {
         ucs_error("cuda_copy: cannot allocate 0 bytes of %s memory", ucs_memory_type_names[mem_type]);
         return UCS_ERR_INVALID_PARAM;
+    }
+    status = UCS_OK;
+    fabric = (mem_type == UCS_MEMORY_TYPE_CUDA) && cux_copy_fabric_wanted(enable_fabric, &status);
+    if (status != UCS_OK) {
+        return status;
     }
 
     memh = ucs_malloc(sizeof(*memh), "cux_copy_memh");
@@ -208,9 +224,19 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
     if (status != UCS_OK) {
         goto err_free;
     }
-    if (mem_type == UCS_MEMORY_TYPE_CUDA) {
+    if (fabric) {
+        status = cux_copy_fabric_alloc(device, length_p, &dptr);
+        if ((status != UCS_OK) && (enable_fabric != UCS_YES)) {
+            ucs_debug("cuda_copy: no fabric memory of %zu bytes on GPU %d (%s): cuMemAlloc instead", *length_p,
+                      device, ucs_status_string(status));
+            fabric = 0;
+        } else if (status == UCS_OK) {
+            flags_out |= CUX_COPY_MEMH_FABRIC;
+        }
+    }
+    if ((mem_type == UCS_MEMORY_TYPE_CUDA) && !fabric) {
         status = CUX_DRV_CALL_ERR(cuMemAlloc, &dptr, *length_p);
-    } else {
+    } else if (mem_type != UCS_MEMORY_TYPE_CUDA) {
         status = CUX_DRV_CALL_ERR(cuMemAllocManaged, &dptr, *length_p, CU_MEM_ATTACH_GLOBAL);
     }
     cux_ctx_leave(&guard);
@@ -222,7 +248,7 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
     memh->device   = device;
     memh->address  = (void*)(uintptr_t)dptr;
     memh->length   = *length_p;
-    memh->flags    = CUX_COPY_MEMH_ALLOCATED;
+    memh->flags    = flags_out;
     cux_sync_memops(memh->address, device);
     *address_p     = memh->address;
     *memh_p        = memh;
@@ -256,7 +282,11 @@ static ucs_status_t cux_copy_mem_free(uct_md_h md, uct_mem_h tl_memh)
     if (ucs_memtype_cache_global_instance != NULL) { /* UCX 1.13's remove does not check */
         ucs_memtype_cache_remove(memh->address, memh->length);
     }
-    status = CUX_DRV_CALL_ERR(cuMemFree, (CUdeviceptr)(uintptr_t)memh->address);
+    if (memh->flags & CUX_COPY_MEMH_FABRIC) {
+        status = cux_copy_fabric_free((CUdeviceptr)(uintptr_t)memh->address, memh->length);
+    } else {
+        status = CUX_DRV_CALL_ERR(cuMemFree, (CUdeviceptr)(uintptr_t)memh->address);
+    }
     cux_ctx_leave(&guard);
     ucs_free(memh);
     return status;
@@ -411,6 +441,7 @@ static ucs_status_t cux_copy_md_open(uct_component_t *component, const char *md_
     md->super.component = &cux_copy_component;
     md->pin_host        = config->pin_host;
     md->dmabuf          = cux_copy_dmabuf_supported(config->dmabuf);
+    md->enable_fabric   = config->enable_fabric;
     *md_p               = &md->super;
     return UCS_OK;
 }

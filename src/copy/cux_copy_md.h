@@ -20,17 +20,20 @@ typedef struct cux_copy_md_config {
     uct_md_config_t         super;
     int                     pin_host; /* pin host memory on registration */
     ucs_on_off_auto_value_t dmabuf;   /* DMA-BUF descriptors in memory queries */
+    int                     enable_fabric; /* ucs_ternary_auto_value_t: allocate fabric memory */
 } cux_copy_md_config_t;
 
 typedef struct cux_copy_md {
     uct_md_t super;
     int      pin_host;
     int      dmabuf;     /* memory queries give DMA-BUF descriptors of GPU memory */
+    int      enable_fabric; /* ENABLE_FABRIC (cux_copy_fabric_alloc.h) */
 } cux_copy_md_t;
 
 enum {
     CUX_COPY_MEMH_PINNED    = UCS_BIT(0), /* we pinned the host range and unpin it at deregistration */
-    CUX_COPY_MEMH_ALLOCATED = UCS_BIT(1)  /* allocated by mem_alloc */
+    CUX_COPY_MEMH_ALLOCATED = UCS_BIT(1), /* allocated by mem_alloc */
+    CUX_COPY_MEMH_FABRIC    = UCS_BIT(2)  /* ... as fabric memory (cux_copy_fabric_alloc.h) */
 };
 
 /* What registration learned about a buffer, so the data path need not ask the driver again. */
