@@ -9,7 +9,6 @@
 
 #include <ucs/config/types.h>
 #include <ucs/debug/log.h>
-#include <ucs/sys/math.h>
 
 int cux_copy_fabric_wanted(int setting, ucs_status_t *status_p)
 {
@@ -45,7 +44,8 @@ ucs_status_t cux_copy_fabric_alloc(int device, size_t *length_p, CUdeviceptr *dp
     if (status != UCS_OK) {
         return status;
     }
-    length = ucs_align_up(*length_p, granularity);
+    granularity = (granularity != 0) ? granularity : 1;
+    length      = (*length_p + granularity - 1) / granularity * granularity;
     status = CUX_DRV_CALL_ERR(cuMemCreate, &handle, length, &prop, 0);
     if (status != UCS_OK) {
         return status;
