@@ -377,6 +377,32 @@ TEST_F(copy, md_allocates_fabric_memory_where_an_imex_channel_is)
     EXPECT_EQ(0u, allowed_handle_types(mem.address) & CU_MEM_HANDLE_TYPE_FABRIC);
     EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
 
+    /* a channel the driver does not honour (the mock's is channel0 alone; the module takes any channelN): try falls
+     * back to cuMemAlloc with one diagnostic line, and asks the driver no more; y fails */
+    {
+        char dir[] = "/tmp/cux-imex-refused-XXXXXX";
+        ASSERT_NE(nullptr, mkdtemp(dir));
+        std::string other = std::string(dir) + "/channel1";
+        fclose(fopen(other.c_str(), "w"));
+        setenv(CUX_IMEX_CHANNELS_DIR_ENV, dir, 1);
+        cux_ipc_fabric_ask_again();
+        open_md();
+        warnings_captured diag(UCS_LOG_LEVEL_DIAG);
+        before = mock_live("fabric calls");
+        for (int i = 0; i < 3; ++i) {
+            ASSERT_EQ(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 100000, &mem));
+            EXPECT_EQ(0u, allowed_handle_types(mem.address) & CU_MEM_HANDLE_TYPE_FABRIC);
+            EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+        }
+        EXPECT_EQ(before + 1, mock_live("fabric calls")) << "refused once, then not asked again";
+        EXPECT_EQ(1u, diag.count("the driver makes no fabric memory here"));
+        EXPECT_EQ(0u, diag.count("cuMemCreate")) << "no error line of the refusal";
+        open_md({{"ENABLE_FABRIC", "y"}});
+        EXPECT_NE(UCS_OK, md_alloc(m_md, UCS_MEMORY_TYPE_CUDA, 100000, &mem));
+        unlink(other.c_str());
+        rmdir(dir);
+    }
+
     channel.withdraw();
     for (const char *setting : {"try", "y"}) {
         SCOPED_TRACE(setting);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 static int cux_imex_channel = -1; /* -1: not asked yet */
+static int cux_imex_refused;      /* the driver refused a fabric allocation */
 
 static int cux_imex_find_channel(void)
 {
@@ -55,7 +56,18 @@ int cux_imex_channel_present(void)
     return channel;
 }
 
+int cux_imex_allocation_refused(void)
+{
+    return !__atomic_exchange_n(&cux_imex_refused, 1, __ATOMIC_RELAXED);
+}
+
+int cux_imex_allocations_refused(void)
+{
+    return __atomic_load_n(&cux_imex_refused, __ATOMIC_RELAXED);
+}
+
 void cux_imex_ask_again(void)
 {
     __atomic_store_n(&cux_imex_channel, -1, __ATOMIC_RELAXED);
+    __atomic_store_n(&cux_imex_refused, 0, __ATOMIC_RELAXED);
 }

@@ -13,10 +13,11 @@
 int cux_copy_fabric_wanted(int setting, ucs_status_t *status_p)
 {
     *status_p = UCS_OK;
-    if ((setting == UCS_NO) || ((cux_drv.cuMemCreate == NULL) && (setting != UCS_YES))) {
+    if (setting == UCS_NO) {
         return 0;
     }
-    if (cux_imex_channel_present() && (cux_drv.cuMemCreate != NULL)) {
+    if (cux_imex_channel_present() && (cux_drv.cuMemCreate != NULL) &&
+        ((setting == UCS_YES) || !cux_imex_allocations_refused())) {
         return 1;
     }
     if (setting == UCS_YES) {
@@ -46,8 +47,13 @@ ucs_status_t cux_copy_fabric_alloc(int device, size_t *length_p, CUdeviceptr *dp
     }
     granularity = (granularity != 0) ? granularity : 1;
     length      = (*length_p + granularity - 1) / granularity * granularity;
-    status = CUX_DRV_CALL_ERR(cuMemCreate, &handle, length, &prop, 0);
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemCreate, &handle, length, &prop, 0);
     if (status != UCS_OK) {
+        /* a channel, and yet no fabric memory (the IMEX service, or the channel's permissions): said once */
+        if (cux_imex_allocation_refused()) {
+            ucs_diag("cuda_copy: the driver makes no fabric memory here (%s) though an IMEX channel is present: "
+                     "GPU memory is allocated without the fabric type", ucs_status_string(status));
+        }
         return status;
     }
     status = CUX_DRV_CALL_ERR(cuMemAddressReserve, &dptr, length, 0, 0, 0);

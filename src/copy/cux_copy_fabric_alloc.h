@@ -14,8 +14,9 @@
 #include <ucs/type/status.h>
 #include <stddef.h>
 
-/* Should an allocation be fabric memory, by the setting (a ucs_ternary_auto_value_t)? 1 or 0; UCS_ERR_UNSUPPORTED
- * (with one error line) where the setting says yes and this process has no IMEX channel. */
+/* Should an allocation be fabric memory, by the setting (a ucs_ternary_auto_value_t)? 1 or 0 (try: 0 once the
+ * driver refused one in this process); UCS_ERR_UNSUPPORTED (with one error line) where the setting says yes and
+ * this process has no IMEX channel. */
 int cux_copy_fabric_wanted(int setting, ucs_status_t *status_p);
 
 /* Fabric memory of at least *length_p bytes on the device (ordinal), in its context, readable and writable from

@@ -227,11 +227,12 @@ static ucs_status_t cux_copy_mem_alloc_impl(uct_md_h md, size_t *length_p, void 
     if (fabric) {
         status = cux_copy_fabric_alloc(device, length_p, &dptr);
         if ((status != UCS_OK) && (enable_fabric != UCS_YES)) {
-            ucs_debug("cuda_copy: no fabric memory of %zu bytes on GPU %d (%s): cuMemAlloc instead", *length_p,
-                      device, ucs_status_string(status));
-            fabric = 0;
+            fabric = 0; /* cuMemAlloc instead (said once) */
         } else if (status == UCS_OK) {
             flags_out |= CUX_COPY_MEMH_FABRIC;
+        } else {
+            ucs_error("cuda_copy: UCX_CUDA_COPY_ENABLE_FABRIC=y, and the driver makes no fabric memory of %zu bytes "
+                      "on GPU %d (%s)", *length_p, device, ucs_status_string(status));
         }
     }
     if ((mem_type == UCS_MEMORY_TYPE_CUDA) && !fabric) {
