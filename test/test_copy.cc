@@ -543,31 +543,45 @@ TEST_F(copy, memory_queries_and_the_memtype_cache_flag_gpu_memory_registrable)
 #endif
 
 #if CUX_UCX_ALLOCATES_ON_DEVICE
-/* UCX 1.22 asks for memory on a given device (its system device), e.g. for staging buffers near a peer. */
+/* UCX 1.22 asks for memory on a given device (its system device), e.g. for staging buffers near a peer; fabric
+ * memory too (UCX's test_mem_alloc_device *_cuda_fabric cases, with CUDA_COPY_ENABLE_FABRIC=y), where the mock's
+ * IMEX channel lets the driver make it. */
 TEST_F(copy, md_allocates_on_the_device_asked_for)
 {
-    for (int device = cux_device_count() - 1; device >= 0; --device) {
-        ucs_sys_device_t sys_dev = cux_device_get(device)->sys_dev;
-        if (sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) {
-            GTEST_SKIP() << "GPU " << device << " has no UCX system device";
+    std::unique_ptr<imex_channel> channel;
+    if (using_mock_driver()) {
+        channel.reset(new imex_channel());
+    }
+    for (const char *fabric : {"n", "y"}) {
+        SCOPED_TRACE(std::string("ENABLE_FABRIC=") + fabric);
+        if (!strcmp(fabric, "y") && !using_mock_driver()) {
+            continue; /* a host without an IMEX channel makes no fabric memory */
         }
-        uct_alloc_method_t method     = UCT_ALLOC_METHOD_MD;
-        uct_mem_alloc_params_t params = {};
-        uct_allocated_memory_t mem;
-        params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
-                            UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME |
-                            UCT_MEM_ALLOC_PARAM_FIELD_SYS_DEVICE;
-        params.flags      = UCT_MD_MEM_ACCESS_ALL;
-        params.mem_type   = UCS_MEMORY_TYPE_CUDA;
-        params.mds.mds    = &m_md;
-        params.mds.count  = 1;
-        params.name       = "cux test";
-        params.sys_device = sys_dev;
-        ASSERT_EQ(UCS_OK, uct_mem_alloc(1 << 20, &method, 1, &params, &mem));
-        cux_ptr_info_t info;
-        ASSERT_EQ(UCS_OK, cux_ptr_query(mem.address, &info));
-        EXPECT_EQ(device, info.device);
-        EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+        open_md({{"ENABLE_FABRIC", fabric}});
+        for (int device = cux_device_count() - 1; device >= 0; --device) {
+            ucs_sys_device_t sys_dev = cux_device_get(device)->sys_dev;
+            if (sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) {
+                GTEST_SKIP() << "GPU " << device << " has no UCX system device";
+            }
+            uct_alloc_method_t method     = UCT_ALLOC_METHOD_MD;
+            uct_mem_alloc_params_t params = {};
+            uct_allocated_memory_t mem;
+            params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
+                                UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME |
+                                UCT_MEM_ALLOC_PARAM_FIELD_SYS_DEVICE;
+            params.flags      = UCT_MD_MEM_ACCESS_ALL;
+            params.mem_type   = UCS_MEMORY_TYPE_CUDA;
+            params.mds.mds    = &m_md;
+            params.mds.count  = 1;
+            params.name       = "cux test";
+            params.sys_device = sys_dev;
+            ASSERT_EQ(UCS_OK, uct_mem_alloc(1 << 20, &method, 1, &params, &mem));
+            cux_ptr_info_t info;
+            ASSERT_EQ(UCS_OK, cux_ptr_query(mem.address, &info));
+            EXPECT_EQ(device, info.device);
+            EXPECT_EQ(!strcmp(fabric, "y"), !!(allowed_handle_types(mem.address) & CU_MEM_HANDLE_TYPE_FABRIC));
+            EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+        }
     }
 }
 #endif
