@@ -96,8 +96,8 @@ void cux_ipc_rkey_seal(cux_ipc_rkey_t *rkey);
  * any other unpack error): a corrupt, truncated or older-format key (checksum, magic, version, kind, empty
  * range; the first one logged as an error, later ones at debug level), a key of another host (but one that
  * carries a fabric handle, where other_hosts says this process is in a multi-node NVLink domain:
- * cux_ipc_domain.h), or of memory that cannot be shared (debug level). A key of this very process passes: it is usable only on an endpoint to
- * this process, and only once proven in this process's memory, like every key.
+ * cux_ipc_domain.h), or of memory that cannot be shared (debug level). A key of this very process passes: it is
+ * usable only on an endpoint to this process, and only once proven in this process's memory, like every key.
  */
 ucs_status_t cux_ipc_rkey_check(const cux_ipc_rkey_t *rkey, uint64_t local_system_id, int other_hosts);
 

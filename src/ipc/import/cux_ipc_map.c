@@ -278,8 +278,9 @@ static ucs_status_t cux_ipc_import_key_pool(const cux_ipc_rkey_t *key, cux_ipc_p
 
 /*
  * Pool memory: import the exporter's pool, let the local device read and write it, and import the allocation
- * from it. A pool imported by its fabric handle is proven again once imported, as a descriptor is once taken. The mapping holds the imported pool; the import is destroyed once no allocation of that pool is
- * mapped any more (cux_ipc_pool_refs.h: the driver refuses it before).
+ * from it. A pool imported by its fabric handle is proven again once imported, as a descriptor is once taken.
+ * The mapping holds the imported pool; the import is destroyed once no allocation of that pool is mapped any
+ * more (cux_ipc_pool_refs.h: the driver refuses it before).
  */
 static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, int device,
                                      CUdeviceptr *dptr_p, CUmemoryPool *pool_p)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_ipc peer proofs, inside the proof: what cux_ipc_proof.c, cux_ipc_proof_channel.c (the proofs of peers
- * of other PID namespaces, over the channel) and cux_ipc_proof_remote.c (peers on other hosts) share. Not for the layers above, which use cux_ipc_proof.h.
+ * of other PID namespaces, over the channel) and cux_ipc_proof_remote.c (peers on other hosts) share. Not for the
+ * layers above, which use cux_ipc_proof.h.
  */
 #ifndef CUX_IPC_PROOF_CHANNEL_H_
 #define CUX_IPC_PROOF_CHANNEL_H_
