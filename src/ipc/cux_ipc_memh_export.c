@@ -161,10 +161,8 @@ ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, c
         if (!can.fd && can.fabric) {
             cux_ipc_fabric_pool_said();
         }
-        if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on() &&
-            (cux_ipc_fabric_export_pool(can.pool, &memh->key.pool_fabric) != UCS_OK)) {
-            /* peers of this host still go by the descriptor; those of other hosts take another path */
-            memset(&memh->key.pool_fabric, 0, sizeof(memh->key.pool_fabric));
+        if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on()) {
+            cux_ipc_fd_export_fabric(&md->fd_exports, memh->fdx, &memh->key.pool_fabric);
         }
     } else {
         memh->key.kind = CUX_IPC_KIND_LEGACY;
@@ -176,10 +174,9 @@ ucs_status_t cux_ipc_memh_export(cux_ipc_md_t *md, const cux_ptr_info_t *info, c
             status = !can.fd ? UCS_ERR_UNSUPPORTED : cux_ipc_fd_export_vmm(&md->fd_exports, info, &memh->fdx);
             memh->key.kind      = CUX_IPC_KIND_VMM_FD;
             memh->key.export_fd = (status == UCS_OK) ? memh->fdx->fd : -1;
-            if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on() &&
-                (cux_ipc_fabric_export((uintptr_t)info->base, &memh->key.fabric) != UCS_OK)) {
-                /* peers of this host still go by the descriptor; those of other hosts take another path */
-                memset(&memh->key.fabric, 0, sizeof(memh->key.fabric));
+            if ((status == UCS_OK) && can.fabric && cux_ipc_domain_on()) {
+                /* for peers on other hosts; those of this host go by the descriptor */
+                cux_ipc_fd_export_fabric(&md->fd_exports, memh->fdx, &memh->key.fabric);
             }
         } else if (status != UCS_OK) {
             /* cuMemCreate memory with a fabric handle and no descriptor: nothing else carries it */

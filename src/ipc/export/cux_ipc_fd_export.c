@@ -3,6 +3,7 @@
  * cuda_ipc, exporting side: see cux_ipc_fd_export.h.
  */
 #include "ipc/export/cux_ipc_fd_export.h"
+#include "ipc/common/cux_ipc_fabric.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -154,6 +155,32 @@ ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool 
     cux_ipc_fd_export_t id = {.pool = pool};
 
     return cux_ipc_fd_export_get(exports, &id, cux_ipc_export_pool, fdx_p);
+}
+
+void cux_ipc_fd_export_fabric(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx, CUmemFabricHandle *fabric)
+{
+    CUmemFabricHandle made;
+    ucs_status_t status;
+    int asked;
+
+    ucs_spin_lock(&exports->lock);
+    asked = fdx->fabric_asked;
+    *fabric = fdx->fabric;
+    ucs_spin_unlock(&exports->lock);
+    if (asked) {
+        return;
+    }
+    /* two registrations asking at once both ask the driver, and both get the same handle */
+    status = (fdx->pool != NULL) ? cux_ipc_fabric_export_pool(fdx->pool, &made) :
+                                   cux_ipc_fabric_export(fdx->base, &made);
+    if (status != UCS_OK) {
+        memset(&made, 0, sizeof(made)); /* peers of other hosts take another path */
+    }
+    ucs_spin_lock(&exports->lock);
+    fdx->fabric       = made;
+    fdx->fabric_asked = 1;
+    ucs_spin_unlock(&exports->lock);
+    *fabric = made;
 }
 
 void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx)

@@ -25,6 +25,8 @@ typedef struct cux_ipc_fd_export {
     uint64_t                 base, length, buffer_id;  /* an allocation's descriptor: which allocation */
     int                      fd;
     unsigned                 refcount;                 /* registrations using it */
+    int                      fabric_asked;             /* fabric below was asked of the driver (under the lock) */
+    CUmemFabricHandle        fabric;                   /* its fabric handle too, zero if it has none */
 } cux_ipc_fd_export_t;
 
 #define CUX_IPC_FD_EXPORT_BUCKETS 64
@@ -51,6 +53,11 @@ ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_
  * the POSIX descriptor handle type). */
 ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool,
                                     cux_ipc_fd_export_t **fdx_p);
+
+/* The fabric handle of what fdx exports, where it was made with the fabric type as well (a multi-node NVLink
+ * domain's importers on other hosts take it): asked of the driver once per export, in the allocation's device
+ * context; zero where the driver gives none. */
+void cux_ipc_fd_export_fabric(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx, CUmemFabricHandle *fabric);
 
 /* Gives a reference back (NULL: none); the last one closes the descriptor. */
 void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx);
