@@ -6,6 +6,8 @@
 
 #include <ucs/debug/log.h>
 #include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +16,11 @@
 static int cux_imex_channel = -1; /* -1: not asked yet */
 static int cux_imex_refused;      /* the driver refused a fabric allocation */
 
-static int cux_imex_find_channel(void)
+const char *cux_imex_channel_name(char *name, size_t max)
 {
     const char *dir_path = getenv(CUX_IMEX_CHANNELS_DIR_ENV);
+    const char *found    = NULL;
     struct dirent *entry;
-    int found = 0;
     DIR *dir;
 
     if ((dir_path == NULL) || (*dir_path == '\0')) {
@@ -27,20 +29,19 @@ static int cux_imex_find_channel(void)
     dir = opendir(dir_path);
     if (dir == NULL) {
         ucs_debug("no IMEX channels (%s: %m): fabric handles are not used", dir_path);
-        return 0;
+        return NULL;
     }
-    while (!found && ((entry = readdir(dir)) != NULL)) {
-        found = !strncmp(entry->d_name, "channel", 7) &&
-                (faccessat(dirfd(dir), entry->d_name, R_OK | W_OK, 0) == 0);
-        if (found) {
-            ucs_debug("IMEX channel %s/%s: fabric handles can be used",
-                      dir_path, entry->d_name);
+    while ((found == NULL) && ((entry = readdir(dir)) != NULL)) {
+        if (!strncmp(entry->d_name, "channel", 7) && (faccessat(dirfd(dir), entry->d_name, R_OK | W_OK, 0) == 0)) {
+            snprintf(name, max, "%s/%s", dir_path, entry->d_name);
+            found = name;
         }
     }
     closedir(dir);
-    if (!found) {
-        ucs_debug("no IMEX channel in %s that this process may use: fabric handles are not used",
-                  dir_path);
+    if (found != NULL) {
+        ucs_debug("IMEX channel %s: fabric handles can be used", found);
+    } else {
+        ucs_debug("no IMEX channel in %s that this process may use: fabric handles are not used", dir_path);
     }
     return found;
 }
@@ -50,7 +51,8 @@ int cux_imex_channel_present(void)
     int channel = __atomic_load_n(&cux_imex_channel, __ATOMIC_RELAXED);
 
     if (channel < 0) { /* two threads may both look: they find the same */
-        channel = cux_imex_find_channel();
+        char name[PATH_MAX];
+        channel = (cux_imex_channel_name(name, sizeof(name)) != NULL);
         __atomic_store_n(&cux_imex_channel, channel, __ATOMIC_RELAXED);
     }
     return channel;

@@ -13,6 +13,12 @@
 #define CUX_IMEX_CHANNELS_DIR     "/dev/nvidia-caps-imex-channels"
 #define CUX_IMEX_CHANNELS_DIR_ENV "CUX_IMEX_CHANNELS_DIR"
 
+#include <stddef.h>
+
+/* The path of a channel's device file this process may read and write (in name), or NULL; looked up anew at every
+ * call (said at debug level). */
+const char *cux_imex_channel_name(char *name, size_t max);
+
 /* Whether this process may use an IMEX channel: a channel's device file it can read and write. Asked once per
  * process (said once at debug level). */
 int cux_imex_channel_present(void);

@@ -16,10 +16,8 @@
 #include "driver/cux_cuda.h"
 #include "driver/cux_driver.h" /* CUX_DRIVER_MIN_VERSION (the loader itself is not linked) */
 #include "driver/cux_nvml.h"   /* NVML's word on the NVLink fabric (no driver loader in it) */
-#include "base/cux_imex.h"    /* where IMEX channels are (its functions are the module's) */
-#include <dirent.h>
+#include "base/cux_imex.h"    /* whether an IMEX channel is there, as the module looks for one */
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -261,36 +259,13 @@ static int check_transport(const char *component_name, const char *tl_name)
     return devices;
 }
 
-/* An IMEX channel's device file this process may read and write, as the module looks for one
- * (src/base/cux_imex.c): its name, or NULL. */
-static const char *check_imex_channel(char *name, size_t max)
-{
-    const char *dir_path = getenv(CUX_IMEX_CHANNELS_DIR_ENV);
-    struct dirent *entry;
-    const char *found = NULL;
-    DIR *dir;
-
-    dir_path = ((dir_path != NULL) && (*dir_path != '\0')) ? dir_path : CUX_IMEX_CHANNELS_DIR;
-    dir      = opendir(dir_path);
-    while ((dir != NULL) && (found == NULL) && ((entry = readdir(dir)) != NULL)) {
-        if (!strncmp(entry->d_name, "channel", 7) && (faccessat(dirfd(dir), entry->d_name, R_OK | W_OK, 0) == 0)) {
-            snprintf(name, max, "%s/%s", dir_path, entry->d_name);
-            found = name;
-        }
-    }
-    if (dir != NULL) {
-        closedir(dir);
-    }
-    return found;
-}
-
 /* Whether a GPU is in a multi-node NVLink domain (NVML), and whether cuda_ipc reaches the domain's other hosts:
  * only through an IMEX channel (UCX_CUDA_IPC_ENABLE_MNNVL, src/ipc/common/cux_ipc_domain.h). */
 static void check_fabric(int gpus)
 {
     cux_fabric_info_t info, first = {.state = CUX_FABRIC_NONE};
     char cluster[33], channel_name[PATH_MAX];
-    const char *channel = check_imex_channel(channel_name, sizeof(channel_name));
+    const char *channel = cux_imex_channel_name(channel_name, sizeof(channel_name));
     CUuuid uuid;
     CUdevice dev;
     int g, i, seen = 0, said = 0;
