@@ -86,9 +86,16 @@ static ucs_status_t cux_ipc_import_fabric(const cux_ipc_rkey_t *key, cux_ipc_pee
     return status;
 }
 
+/* Is the key's allocation (or pool) imported by its fabric handle? A fabric-only key's is, and any key of a peer
+ * on another host, which reaches it by nothing else; the rest go by descriptor. */
+static int cux_ipc_imports_by_fabric(const cux_ipc_rkey_t *key, const cux_ipc_peer_t *peer)
+{
+    return (key->kind == CUX_IPC_KIND_VMM_FABRIC) || (key->kind == CUX_IPC_KIND_POOL_FABRIC) ||
+           cux_ipc_peer_is_remote(peer);
+}
+
 /* One exported cuMemCreate allocation of length bytes, mapped at dptr (reserved): its descriptor export_fd in
- * the key's exporter (piece: which of a span's), or its fabric handle, imported (a fabric-only key's, or any key
- * of a peer on another host, which reaches it by nothing else). */
+ * the key's exporter (piece: which of a span's), or its fabric handle, imported (cux_ipc_imports_by_fabric). */
 static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, uint32_t piece,
                                       int export_fd, CUdeviceptr dptr, size_t length)
 {
@@ -96,7 +103,7 @@ static ucs_status_t cux_ipc_map_piece(const cux_ipc_rkey_t *key, cux_ipc_peer_t 
     ucs_status_t status;
     int fd;
 
-    if ((key->kind == CUX_IPC_KIND_VMM_FABRIC) || cux_ipc_peer_is_remote(peer)) {
+    if (cux_ipc_imports_by_fabric(key, peer)) {
         status = cux_ipc_import_fabric(key, peer, &handle);
     } else if ((fd = cux_ipc_take_key_fd(key, peer, piece, export_fd)) < 0) {
         return UCS_ERR_UNREACHABLE;
@@ -256,14 +263,14 @@ static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t
     return status;
 }
 
-/* The key's pool, imported: by its fabric handle (a fabric pool's key, or any pool key of a peer on another host,
- * which reaches it by nothing else), or by its descriptor taken from the exporter. */
+/* The key's pool, imported: by its fabric handle (cux_ipc_imports_by_fabric), or by its descriptor taken from the
+ * exporter. */
 static ucs_status_t cux_ipc_import_key_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, CUmemoryPool *pool_p)
 {
     ucs_status_t status;
     int fd;
 
-    if ((key->kind == CUX_IPC_KIND_POOL_FABRIC) || cux_ipc_peer_is_remote(peer)) {
+    if (cux_ipc_imports_by_fabric(key, peer)) {
         return cux_ipc_fabric_import_pool(&key->pool_fabric, pool_p);
     }
     fd = cux_ipc_take_key_fd(key, peer, CUX_IPC_CHANNEL_KEY_FD, key->export_fd);
@@ -302,7 +309,7 @@ static ucs_status_t cux_ipc_map_pool(const cux_ipc_rkey_t *key, cux_ipc_peer_t *
     if (status != UCS_OK) {
         return status;
     }
-    if ((key->kind == CUX_IPC_KIND_POOL_FABRIC) && (cux_ipc_peer_check_key(peer, key) != UCS_OK)) {
+    if (cux_ipc_imports_by_fabric(key, peer) && (cux_ipc_peer_check_key(peer, key) != UCS_OK)) {
         status = UCS_ERR_UNREACHABLE;
     } else {
         /* an imported pool is not accessible from a device until it is set so */
