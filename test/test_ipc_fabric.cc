@@ -45,6 +45,27 @@ protected:
         return reply->status == UCS_OK;
     }
 
+    /* The peer's buffer in reply, unpacked, then written and read back twice: imported once (what: by which
+     * handle), then found in the cache; freed after. */
+    void round_trips_through_one_fabric_import(const peer_msg &reply, size_t size, uint64_t seed, const char *what)
+    {
+        remote_buf rb = {reply.a, {}};
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
+        long fabric_before = mock_live("fabric calls");
+        counters before    = cache();
+        buffer local(buf_kind::cuda0, size);
+        round_trip(local, rb, size, seed);
+        if (using_mock_driver()) {
+            EXPECT_EQ(fabric_before + 1, mock_live("fabric calls")) << what;
+        }
+        round_trip(local, rb, size, seed + 2); /* the mapping is kept: no second import */
+        if (using_mock_driver()) {
+            EXPECT_EQ(fabric_before + 1, mock_live("fabric calls"));
+        }
+        EXPECT_EQ(before.misses + 1, cache().misses) << "mapped once, then found in the cache";
+        remote_free(rb);
+    }
+
     void peer_free(uint64_t addr)
     {
         peer_msg req = {};
@@ -71,22 +92,7 @@ TEST_F(ipc_fabric, fabric_only_vmm_memory_goes_through_its_fabric_handle)
     memcpy(&key, reply.blob, sizeof(key));
     EXPECT_EQ(CUX_IPC_KIND_VMM_FABRIC, key.kind);
     EXPECT_EQ(-1, key.export_fd) << "a fabric key holds no descriptor";
-
-    remote_buf rb = {reply.a, {}};
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
-    long fabric_before = mock_live("fabric calls");
-    counters before    = cache();
-    buffer local(buf_kind::cuda0, size);
-    round_trip(local, rb, size, 32);
-    if (using_mock_driver()) {
-        EXPECT_EQ(fabric_before + 1, mock_live("fabric calls")) << "one import of the fabric handle";
-    }
-    round_trip(local, rb, size, 34); /* the mapping is kept: no second import */
-    if (using_mock_driver()) {
-        EXPECT_EQ(fabric_before + 1, mock_live("fabric calls"));
-    }
-    EXPECT_EQ(before.misses + 1, cache().misses) << "mapped once, then found in the cache";
-    remote_free(rb);
+    round_trips_through_one_fabric_import(reply, size, 32, "one import of the fabric handle");
 }
 
 /* A buffer inside a larger fabric allocation, at an offset, as an application's messages are. */
@@ -155,24 +161,14 @@ TEST_F(ipc_fabric, fabric_pools_go_through_the_pools_fabric_handle_where_a_chann
     }
     ASSERT_EQ(CUX_IPC_KIND_POOL_FABRIC, key.kind);
     EXPECT_EQ(-1, key.export_fd) << "a fabric pool's key holds no descriptor";
-    remote_buf rb = {reply.a, {}};
-    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
-    long fabric_before = mock_live("fabric calls");
-    counters before    = cache();
-    buffer local(buf_kind::cuda0, size);
-    round_trip(local, rb, size, 72);
-    if (using_mock_driver()) {
-        EXPECT_EQ(fabric_before + 1, mock_live("fabric calls")) << "the pool imported once, by its fabric handle";
-    }
-    EXPECT_EQ(before.misses + 1, cache().misses);
-    remote_free(rb);
+    round_trips_through_one_fabric_import(reply, size, 72, "the pool imported once, by its fabric handle");
 
     m_channel->withdraw(); /* and the process forgets that it said it */
     warnings_captured diag(UCS_LOG_LEVEL_DIAG);
     size_t own_size = size;
     CUdeviceptr dptr;
     ASSERT_EQ(CUDA_SUCCESS, ipc_alloc(0, alloc_pool_fabric, &own_size, &dptr));
-    fabric_before      = mock_live("fabric calls");
+    long fabric_before = mock_live("fabric calls");
     long failed_before = mock_live("failed exports");
     EXPECT_EQ(CUX_IPC_KIND_NONE, own_key(dptr, own_size).kind);
     EXPECT_EQ(fabric_before, mock_live("fabric calls")) << "no channel: the driver is asked nothing about fabric";

@@ -168,13 +168,6 @@ protected:
     scoped_env                    m_env;
 };
 
-/* The fabric bytes of a key, zero or not. */
-bool has_fabric_bytes(const cux_ipc_rkey_t &key)
-{
-    static const CUmemFabricHandle none = {};
-    return memcmp(&key.fabric, &none, sizeof(none)) != 0;
-}
-
 } // namespace
 
 TEST_F(ipc_hosts, a_peer_on_another_host_of_our_domain_is_reached_through_fabric_handles)
@@ -303,7 +296,7 @@ TEST_F(ipc_hosts, a_peer_of_this_host_takes_the_descriptor_of_memory_that_also_h
     ASSERT_EQ(UCS_OK, reply.status);
     cux_ipc_rkey_t key = key_of(reply);
     EXPECT_EQ(CUX_IPC_KIND_VMM_FD, key.kind);
-    EXPECT_TRUE(has_fabric_bytes(key)) << "in a multi-node NVLink domain, for peers on other hosts";
+    EXPECT_TRUE(cux_ipc_rkey_crosses_hosts(&key)) << "in a multi-node NVLink domain, for peers on other hosts";
     remote_buf rb = {reply.a, {}};
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, &rb.rkey));
     long fabric_before = mock_live("fabric calls");
