@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Issue 36, item 1: what the driver does for two processes in different PID namespaces (as two containers
- * without a shared PID namespace), before any design. One process exports GPU memory, the other imports it;
- * one of the two runs in its own PID and mount namespaces (unshare, as root), both see the GPU:
- *   - a legacy IPC handle (cuIpcGetMemHandle: it carries the exporter's pid) opened by the importer;
+ * Issues 36 and 57, item 1: what the driver does for two processes in different PID namespaces (containers
+ * without a shared PID namespace), before any design. One process exports GPU memory, the other imports it; each
+ * runs in the probe's namespace or in PID, mount, IPC and UTS namespaces of its own (unshare, as root: a
+ * container's or a pod's), as pid 1 or deeper; both see the GPU:
+ *   - a legacy IPC handle (cuIpcGetMemHandle: it carries the exporter's pid at bytes 8-11) opened by the
+ *     importer as exported, and with those bytes changed (0, a pid nobody has, the importer's own);
  *   - a VMM allocation's POSIX descriptor passed over a UNIX socket (SCM_RIGHTS) and imported.
- * Each import's driver result and a check of every byte are printed, both ways round (the importer in the
- * namespace, then the exporter). Not a test: a measurement for the GPU host (the mock answers as the driver
- * might, not as it does).
+ * Each import's driver result and a check of every byte are printed, for each pair of places (one namespace; a
+ * child namespace either way round; sibling namespaces with equal and with different pids). Not a test: a
+ * measurement for the GPU host (the mock answers as the driver does where the tests need it).
  *
  *   bench/cux_pidns_probe            (root; CUX_DRIVER_PATH as for the module)
  */
@@ -114,11 +116,46 @@ static void probe_export(int sock)
     cux_fd_passing_recv(sock, &done, 1, &none); /* the importer is done with both */
 }
 
+/* The pid bytes a legacy handle is opened with (bytes 8-11, where the driver writes the exporting pid): as
+ * exported, then changed, to learn whether the driver compares them with the importer's own pid only, or needs
+ * them to find the exporter. */
+typedef enum { PID_BYTES_AS_EXPORTED, PID_BYTES_ZERO, PID_BYTES_OTHER, PID_BYTES_OWN, PID_BYTES_LAST } probe_pid_bytes_t;
+
+static const char *probe_pid_bytes_name[] = {
+    [PID_BYTES_AS_EXPORTED] = "as exported",
+    [PID_BYTES_ZERO]        = "set to 0",
+    [PID_BYTES_OTHER]       = "set to a pid no process here has (0x7ffffff0)",
+    [PID_BYTES_OWN]         = "set to the importer's own pid",
+};
+
+static void probe_import_legacy(const CUipcMemHandle *exported, int pid, const char *where)
+{
+    CUipcMemHandle handle;
+    int32_t bytes;
+    CUdeviceptr p;
+    CUresult res;
+    char what[64];
+    int v;
+
+    for (v = 0; v < PID_BYTES_LAST; ++v) {
+        handle = *exported;
+        bytes  = (v == PID_BYTES_ZERO) ? 0 : (v == PID_BYTES_OTHER) ? 0x7ffffff0 : (v == PID_BYTES_OWN) ? getpid() : pid;
+        memcpy(handle.reserved + 8, &bytes, sizeof(bytes));
+        res = cux_drv.cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        printf("legacy handle, exporter pid %d, importer pid %d, %s, pid bytes %s: cuIpcOpenMemHandle %s%s%s\n",
+               pid, getpid(), where, probe_pid_bytes_name[v], probe_error(res), (res == CUDA_SUCCESS) ? ", " : "",
+               (res == CUDA_SUCCESS) ? probe_check(p, 1, what, sizeof(what)) : "");
+        if (res == CUDA_SUCCESS) {
+            cux_drv.cuIpcCloseMemHandle(p);
+        }
+    }
+}
+
 static void probe_import(int sock, const char *where)
 {
     CUmemGenericAllocationHandle vmm;
     CUipcMemHandle handle;
-    CUdeviceptr p, va;
+    CUdeviceptr va;
     size_t granularity;
     int fd, pid;
     CUresult res;
@@ -126,43 +163,38 @@ static void probe_import(int sock, const char *where)
 
     cux_fd_passing_recv(sock, &pid, sizeof(pid), &fd);
     cux_fd_passing_recv(sock, &handle, sizeof(handle), &fd);
-    res = cux_drv.cuIpcOpenMemHandle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    printf("legacy handle (exporter pid %d as it sees itself), %s: cuIpcOpenMemHandle %s%s%s\n", pid, where,
-           probe_error(res), (res == CUDA_SUCCESS) ? ", " : "",
-           (res == CUDA_SUCCESS) ? probe_check(p, 1, what, sizeof(what)) : "");
-    if (res == CUDA_SUCCESS) {
-        cux_drv.cuIpcCloseMemHandle(p);
-    }
+    probe_import_legacy(&handle, pid, where);
 
     cux_fd_passing_recv(sock, &granularity, sizeof(granularity), &fd);
     res = (fd < 0) ? CUDA_ERROR_INVALID_HANDLE :
           cux_drv.cuMemImportFromShareableHandle(&vmm, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (res == CUDA_SUCCESS) {
         if ((res = probe_map(vmm, granularity, &va)) != CUDA_SUCCESS) {
-            printf("VMM descriptor over SCM_RIGHTS, %s: imported, map or access %s\n", where, probe_error(res));
+            printf("VMM descriptor over SCM_RIGHTS, importer pid %d, %s: imported, map or access %s\n", getpid(),
+                   where, probe_error(res));
         } else {
-            printf("VMM descriptor over SCM_RIGHTS, %s: imported and mapped, %s\n", where,
-                   probe_check(va, 2, what, sizeof(what)));
+            printf("VMM descriptor over SCM_RIGHTS, exporter pid %d, importer pid %d, %s: imported and mapped, %s\n",
+                   pid, getpid(), where, probe_check(va, 2, what, sizeof(what)));
         }
     } else {
-        printf("VMM descriptor over SCM_RIGHTS, %s: %s\n", where,
-               (fd < 0) ? "no descriptor arrived" : probe_error(res));
+        printf("VMM descriptor over SCM_RIGHTS, %s: %s\n", where, (fd < 0) ? "no descriptor arrived" : probe_error(res));
     }
     fflush(stdout);
     cux_fd_passing_send(sock, "d", 1, -1);
 }
 
-/* One side in its own PID and mount namespaces: it unshares, then its child (pid 1 there) mounts its own /proc,
- * as a container has (with the host's /proc the driver's cuInit fails: CUDA_ERROR_OPERATING_SYSTEM, measured on
- * an H200 with driver 580), and plays the role. */
-static int probe_role(int sock, int export, int namespaced, const char *where)
+/* One side in its own PID, mount, IPC and UTS namespaces (a container's, or a pod's): it unshares, then its child
+ * (pid 1 there) mounts its own /proc, as a container has (with the host's /proc the driver's cuInit fails:
+ * CUDA_ERROR_OPERATING_SYSTEM, measured on an H200 with driver 580). With depth > 0, pid 1 forks that many times
+ * and the last child (pid 1 + depth) plays the role. */
+static int probe_role(int sock, int export, int namespaced, int depth, const char *where)
 {
     cux_ctx_guard_t guard;
     pid_t inner;
     int wst = 0;
 
     if (namespaced) {
-        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) != 0) {
             fprintf(stderr, "unshare: %s (run as root)\n", strerror(errno));
             return 2;
         }
@@ -175,6 +207,13 @@ static int probe_role(int sock, int export, int namespaced, const char *where)
             (mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL) != 0)) {
             fprintf(stderr, "mounting /proc in the new namespace: %s\n", strerror(errno));
             return 2;
+        }
+        for (; depth > 0; --depth) {
+            inner = fork();
+            if (inner != 0) {
+                waitpid(inner, &wst, 0);
+                return WIFEXITED(wst) ? WEXITSTATUS(wst) : 3;
+            }
         }
     }
     if ((cux_devices_init() != UCS_OK) || (cux_device_ctx_enter(0, &guard) != UCS_OK)) {
@@ -189,10 +228,15 @@ static int probe_role(int sock, int export, int namespaced, const char *where)
     return 0;
 }
 
-static int probe_pair(int importer_namespaced)
+/* Where each side runs: in the probe's namespace (a child of it), or in a namespace of its own as pid 1 + depth. */
+typedef struct {
+    const char *where;
+    int         namespaced[2]; /* exporter, importer */
+    int         depth[2];
+} probe_pair_t;
+
+static int probe_pair(const probe_pair_t *pair)
 {
-    const char *where = importer_namespaced ? "importer in its own PID namespace" :
-                                              "exporter in its own PID namespace";
     int sv[2], wst = 0, rc = 0, i;
     pid_t child[2];
 
@@ -203,7 +247,7 @@ static int probe_pair(int importer_namespaced)
         child[i] = fork();
         if (child[i] == 0) {
             close(sv[1 - i]);
-            _exit(probe_role(sv[i], i == 0, (i == 1) == importer_namespaced, where));
+            _exit(probe_role(sv[i], i == 0, pair->namespaced[i], pair->depth[i], pair->where));
         }
     }
     close(sv[0]);
@@ -217,6 +261,22 @@ static int probe_pair(int importer_namespaced)
 
 int main(void)
 {
-    int rc = probe_pair(1);
-    return rc | probe_pair(0);
+    static const probe_pair_t pairs[] = {
+        {"same namespace", {0, 0}, {0, 0}},
+        {"importer in its own PID namespace", {0, 1}, {0, 0}},
+        {"exporter in its own PID namespace", {1, 0}, {0, 0}},
+        {"sibling namespaces, both pid 1", {1, 1}, {0, 0}},
+        {"sibling namespaces, both pid 3", {1, 1}, {2, 2}},
+        {"sibling namespaces, exporter pid 1, importer pid 3", {1, 1}, {0, 2}},
+        {"sibling namespaces, exporter pid 3, importer pid 1", {1, 1}, {2, 0}},
+    };
+    int rc = 0;
+    size_t i;
+
+    for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); ++i) {
+        printf("## %s\n", pairs[i].where);
+        fflush(stdout);
+        rc |= probe_pair(&pairs[i]);
+    }
+    return rc;
 }

@@ -4,8 +4,8 @@
  * may hand to UCP, as a user's program does it: buffers come straight from the CUDA driver or runtime (not
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
- *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] [--rounds N]
- *                 [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
+ *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | --sibling-namespaces]
+ *                 [--threads N] [--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -35,7 +35,8 @@
  *
  * --pid-namespace: the sending side runs as pid 1 of a PID namespace of its own, with its own mount namespace and
  * /proc, as in a container without a shared PID namespace (root; cuda_ipc reaches it with
- * UCX_CUDA_IPC_SOCKET_DIR set).
+ * UCX_CUDA_IPC_SOCKET_DIR set). --sibling-namespaces: each side runs as pid 1 of PID, mount, IPC and UTS namespaces of
+ * its own, as two containers or pods do (both programs pid 1).
  *
  * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime cases only.
  *
@@ -138,7 +139,7 @@ static int    check_drop_thread = -1;  /* CUX_TEST_DATACHECK_DROP: this sending 
 static int    check_thread_failed;     /* a thread of this process failed: the others stop waiting */
 static int    check_peer_errors = 0;
 static int    check_kill_peer   = 0;
-static int    check_pid_namespace = 0;
+static int    check_pid_namespace = 0; /* 1: the sender in a namespace of its own; 2: each side in its own */
 static int    check_threads     = 1;
 static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
 static CUcontext check_ctx;               /* made current in every thread */
@@ -1028,11 +1029,13 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
  * process waits for it and ends with its status. */
 static void enter_own_pid_namespace(void)
 {
+    /* two sibling containers (pods) also have IPC and UTS namespaces of their own */
+    int flags = CLONE_NEWPID | CLONE_NEWNS | ((check_pid_namespace == 2) ? (CLONE_NEWIPC | CLONE_NEWUTS) : 0);
     pid_t inner;
     int st;
 
-    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
-        perror("unshare(CLONE_NEWPID | CLONE_NEWNS)");
+    if (unshare(flags) != 0) {
+        perror("unshare(CLONE_NEWPID | CLONE_NEWNS ...)");
         _exit(1);
     }
     inner = fork();
@@ -1055,7 +1058,7 @@ static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
 
     if (pid == 0) {
         close(other_fd);
-        if (check_pid_namespace && is_sender) {
+        if ((check_pid_namespace == 2) || (check_pid_namespace && is_sender)) {
             enter_own_pid_namespace();
         }
         alarm(300); /* a hang fails the case */
@@ -1092,6 +1095,8 @@ int main(int argc, char **argv)
             check_kill_peer = check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--pid-namespace")) {
             check_pid_namespace = 1;
+        } else if (!strcmp(argv[i], "--sibling-namespaces")) {
+            check_pid_namespace = 2;
         } else if (!strcmp(argv[i], "--peer-errors")) {
             check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--threads") && (i + 1 < argc)) {
@@ -1114,7 +1119,8 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace] [--threads N] "
+            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | "
+                    "--sibling-namespaces] [--threads N] "
                     "[--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
