@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 #include <chrono>
@@ -963,9 +964,11 @@ TEST_F(ipc_transport, the_mock_opens_an_allocation_twice_as_the_driver_does)
     remote_free(legacy);
 }
 
-/* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, gpu-host/run pidns) gives
- * on the mock what it measured on the H200: a legacy handle and a VMM descriptor over SCM_RIGHTS open, every byte
- * checked, with either side in its own namespace (the mock with its broker, as the contained peers use it). */
+/* The GPU host's probe of imports across PID namespaces (bench/cux_pidns_probe, gpu-host/run pidns and siblings)
+ * gives on the mock what it measured on the H200 (bench/results/2026-12-04-h200x1-siblings/): a VMM descriptor over
+ * SCM_RIGHTS opens everywhere; a legacy handle opens whatever its pid bytes say, except where they are the
+ * importer's own pid number (as exported between sibling namespaces whose programs have equal pids, or written so),
+ * every byte checked (the mock with its broker, as the contained peers use it). */
 TEST(ipc_pidns_probe, gives_on_the_mock_what_it_measured_on_the_gpu_host)
 {
     if (!using_mock_driver()) {
@@ -976,9 +979,20 @@ TEST(ipc_pidns_probe, gives_on_the_mock_what_it_measured_on_the_gpu_host)
     }
     command_result r = run_command("MOCK_CUDA_BROKER=1 timeout 60 " + build_path("bench/cux_pidns_probe") + " 2>&1");
     ASSERT_EQ(0, r.status) << r.output;
-    size_t ok = 0;
-    for (size_t at = r.output.find("data ok"); at != std::string::npos; at = r.output.find("data ok", at + 1)) {
-        ++ok;
+    size_t lines = 0, ok = 0, pairs = 0;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+        pairs += (line.rfind("## ", 0) == 0);
+        if ((line.find("legacy handle") == std::string::npos) && (line.find("VMM descriptor") == std::string::npos)) {
+            continue;
+        }
+        ++lines;
+        bool opens = (line.find("importer's own pid") == std::string::npos) &&
+                     !((line.find("both pid") != std::string::npos) && (line.find("as exported") != std::string::npos));
+        EXPECT_EQ(opens, line.find("data ok") != std::string::npos) << line;
+        ok += opens;
     }
-    EXPECT_EQ(4u, ok) << "a legacy handle and a descriptor, each way round:\n" << r.output;
+    EXPECT_EQ(7u, pairs) << r.output;
+    EXPECT_EQ(pairs * 5, lines) << r.output;
+    EXPECT_EQ(pairs * 5 - pairs - 2, ok) << r.output;
 }

@@ -255,6 +255,48 @@ TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_ow
     EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
 }
 
+/* Issue 57: two containers whose programs are both pid 1 (docker run twice, two pods: sibling PID namespaces, each
+ * with its own IPC and UTS namespaces too). The driver takes a legacy handle that carries the importer's own pid
+ * number for one of the importer's own (the mock refuses it as the driver does); the module opens such handles
+ * with their pid bytes cleared, so cuMemAlloc memory crosses over cuda_ipc as VMM memory does. Where a driver also
+ * refuses that (MOCK_CUDA_IPC_STRICT_PID), the keys are refused at unpack with one warning, before anything is
+ * copied, and the data goes over tcp: the job lives either way. */
+TEST_F(ucp_programs, ucp_data_check_between_two_containers_whose_programs_are_both_pid_1)
+{
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "makes a PID namespace for each side (unshare: root)";
+    }
+    char dir[] = "/tmp/cux-sockets-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    /* legacy (1) and VMM (10) memory, each side pid 1; the debug log says what was mapped, filtered to that */
+    const std::string env  = std::string("MOCK_CUDA_BROKER=1 CUX_MEMTYPE=query UCX_LOG_LEVEL=debug "
+                                         "UCX_CUDA_IPC_SOCKET_DIR=") + dir;
+    const std::string args = "--sibling-namespaces --only 1,10 8 65539 1048576 2>&1 | grep -E "
+                             "'mapped pid|pid number|cannot map|passed|^(PASS|FAIL)'; echo exit \\${PIPESTATUS[0]}";
+    size_t mapped[2] = {0, 0};
+    for (int strict = 0; strict <= 1; ++strict) {
+        SCOPED_TRACE(strict ? "a driver that refuses cleared pid bytes" : "the driver as measured");
+        command_result r = ucp_check(std::string("bash -c \"") + (strict ? "MOCK_CUDA_IPC_STRICT_PID=1 " : "") + env,
+                                     args + "\"", "self,tcp,cuda_copy,cuda_ipc");
+        EXPECT_NE(std::string::npos, r.output.find("exit 0")) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find("2 passed, 0 failed")) << r.output;
+        EXPECT_EQ(std::string::npos, r.output.find("cannot map")) << r.output;
+        for (size_t at = r.output.find("mapped pid 1 "); at != std::string::npos;
+             at = r.output.find("mapped pid 1 ", at + 1)) {
+            ++mapped[strict];
+        }
+        if (strict) {
+            EXPECT_NE(std::string::npos, r.output.find("has this process's pid number")) << r.output;
+        } else {
+            EXPECT_EQ(std::string::npos, r.output.find("has this process's pid number")) << r.output;
+        }
+    }
+    run_command(std::string("rm -rf ") + dir);
+    /* VMM memory is mapped either way; legacy memory only where the cleared handle opens */
+    EXPECT_LT(0u, mapped[1]);
+    EXPECT_LT(mapped[1], mapped[0]);
+}
+
 /* Issue 47: memory with the fabric handle type alone, through UCP. Fabric VMM memory and fabric pools' memory go
  * over cuda_ipc through their fabric handles where the process has an IMEX channel (the mock's, here; the GPU host
  * has none, and its driver makes no fabric VMM memory: those cases skip, and its fabric pool's memory goes another

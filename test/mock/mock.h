@@ -63,13 +63,15 @@ typedef struct {
 
 #define MOCK_MAX_RESERVED 1024
 
-/* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads);
- * its PID namespace and broker (mock_broker.c) tell where the memfd is opened from. */
+/* The exporting pid at bytes 8-11, where the real driver writes it (what the module's handle binding reads). The
+ * driver only compares those bytes with the importer's own pid (equal: refused, as a handle of its own process)
+ * and finds the exporter by other bytes (measured on driver 580: any other value opens): the mock finds it by
+ * `exporter`, with its PID namespace and broker (mock_broker.c), and does the same. */
 typedef struct {
     uint32_t magic;
     int32_t  fd;
     int32_t  pid;
-    int32_t  reserved;
+    int32_t  exporter;
     uint64_t size;
     uint64_t ino;
     uint64_t pid_ns;

@@ -20,8 +20,8 @@ CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p)
         return CUDA_ERROR_INVALID_VALUE;
     }
     memset(handle, 0, sizeof(*handle));
-    *h = (mock_ipc_handle_t){.magic = MOCK_IPC_MAGIC, .fd = a->fd, .pid = getpid(), .size = a->size,
-                             .ino = st.st_ino, .pid_ns = pid_ns, .broker = broker};
+    *h = (mock_ipc_handle_t){.magic = MOCK_IPC_MAGIC, .fd = a->fd, .pid = getpid(), .exporter = getpid(),
+                             .size = a->size, .ino = st.st_ino, .pid_ns = pid_ns, .broker = broker};
     pthread_mutex_unlock(&mock_lock);
     return CUDA_SUCCESS;
 }
@@ -94,8 +94,13 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     if (h.magic != MOCK_IPC_MAGIC) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    if ((h.pid == getpid()) && (h.pid_ns == mock_pid_namespace())) {
-        return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: no importing one's own memory */
+    if (h.pid == getpid()) {
+        /* like the driver: a handle that names the importer's own pid number is taken for one of its own process,
+         * whatever PID namespace either is in (two containers whose programs are both pid 1) */
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if ((h.pid != h.exporter) && (getenv("MOCK_CUDA_IPC_STRICT_PID") != NULL)) {
+        return CUDA_ERROR_INVALID_HANDLE; /* a driver that checks the pid bytes (driver 580 does not) */
     }
     /* As the driver (one H200, driver 580): a handle opened again in the same context gives the same pointer and
      * counts the opens; each close drops one */
@@ -109,7 +114,7 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     if (a != NULL) {
         return CUDA_SUCCESS;
     }
-    res = mock_map_peer_memory(h.pid, h.pid_ns, h.broker, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
+    res = mock_map_peer_memory(h.exporter, h.pid_ns, h.broker, h.fd, h.ino, h.size, CUDA_ERROR_INVALID_HANDLE, p);
     if (res == CUDA_SUCCESS) {
         pthread_mutex_lock(&mock_lock);
         mock_find(*p)->source = h.ino;

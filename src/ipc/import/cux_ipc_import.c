@@ -7,6 +7,8 @@
 #include "ipc/common/cux_ipc_domain.h"
 #include "ipc/common/cux_ipc_fabric.h"
 #include "ipc/import/cux_ipc_map.h"
+#include "ipc/import/cux_ipc_handle.h"
+#include "ipc/export/cux_ipc_identity.h"
 #include "ipc/import/cux_ipc_proof.h"
 #include "base/cux_iface.h"
 
@@ -83,6 +85,38 @@ void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer)
     cux_ipc_cache_purge_owner(&cux_ipc_cache, peer->pid_ns, peer->pid, peer->owner);
 }
 
+/*
+ * A legacy key of a process of this host whose pid number is ours, in another PID namespace (two containers whose
+ * programs are both pid 1): the driver takes its handle for one of our own. It is opened with its pid bytes
+ * cleared where the driver allows that (cux_ipc_handle.h, asked before the first copy); where it does not, the key
+ * is refused here, where UCP takes another path, with one warning per namespace that says what would help.
+ */
+static int cux_ipc_import_own_pid_refused(const cux_ipc_unpacked_rkey_t *ukey)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t warned_ns;
+    const cux_ipc_rkey_t *key = &ukey->key;
+    int device                = cux_device_current();
+    int warn;
+
+    if ((key->kind != CUX_IPC_KIND_LEGACY) || (key->pid != getpid()) || (key->system_id != cux_ipc_host_id()) ||
+        (key->pid_ns == cux_ipc_pid_namespace()) ||
+        cux_ipc_handle_own_pid_opens(&key->handle, (device >= 0) ? device : ukey->peer_device)) {
+        return 0;
+    }
+    pthread_mutex_lock(&lock);
+    warn      = (warned_ns != key->pid_ns);
+    warned_ns = key->pid_ns;
+    pthread_mutex_unlock(&lock);
+    if (warn) {
+        ucs_warn("cuda_ipc: the peer in PID namespace %" PRIu64 " has this process's pid number (%d), and this "
+                 "driver refuses its cuMemAlloc memory (legacy IPC handles) as if it were ours: that memory goes over "
+                 "another transport. Start the programs with different pids, give them one PID namespace, or "
+                 "allocate with cuMemCreate or a shareable memory pool (passed by descriptor)", key->pid_ns, key->pid);
+    }
+    return 1;
+}
+
 /* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
 ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
                                         void **handle_p)
@@ -106,11 +140,16 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
                   "carries it", ukey->key.pid);
         status = UCS_ERR_UNREACHABLE;
     }
+    if (status == UCS_OK) {
+        ukey->peer_device = cux_device_by_uuid(&ukey->key.dev_uuid);
+        if (cux_ipc_import_own_pid_refused(ukey)) {
+            status = UCS_ERR_UNREACHABLE;
+        }
+    }
     if (status != UCS_OK) {
         ucs_free(ukey);
         return status;
     }
-    ukey->peer_device = cux_device_by_uuid(&ukey->key.dev_uuid);
     ukey->attached    = NULL;
     *rkey_p   = (uintptr_t)ukey;
     *handle_p = NULL;

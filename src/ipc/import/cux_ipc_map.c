@@ -3,6 +3,7 @@
  * cuda_ipc, importing side: see cux_ipc_map.h.
  */
 #include "ipc/import/cux_ipc_map.h"
+#include "ipc/import/cux_ipc_handle.h"
 #include "ipc/import/cux_ipc_pool_refs.h"
 #include "ipc/import/cux_ipc_proof.h"
 #include "ipc/channel/cux_ipc_channel.h"
@@ -244,15 +245,23 @@ static ucs_status_t cux_ipc_check_mapped_length(const cux_ipc_rkey_t *key, CUdev
     return UCS_ERR_UNREACHABLE;
 }
 
+/* A peer whose pid number is ours (two containers whose programs are both pid 1) hands out handles that the
+ * driver takes for our own: they are opened with their pid bytes cleared (cux_ipc_handle.h). */
 static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t *peer, CUdeviceptr *dptr_p)
 {
+    CUipcMemHandle handle;
     ucs_status_t status;
+    int cleared;
 
     status = cux_ipc_peer_check_handle(peer, key);
     if (status != UCS_OK) {
         return status;
     }
-    status = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, dptr_p, key->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    cleared = cux_ipc_handle_for_open(&key->handle, &handle);
+    status  = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, dptr_p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if ((status != UCS_OK) && cleared) {
+        cux_ipc_handle_clear_refused();
+    }
     if (status != UCS_OK) {
         return status;
     }

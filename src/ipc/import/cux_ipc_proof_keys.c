@@ -10,6 +10,7 @@
 #include "ipc/import/cux_ipc_peer_read.h"
 #include "ipc/export/cux_ipc_key_table.h"
 #include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/import/cux_ipc_handle.h"
 #include "driver/cux_driver.h"
 
 #include <ucs/debug/log.h>
@@ -121,42 +122,6 @@ int cux_ipc_peer_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32
                   (errno == EPERM) ? " (the OS does not let this process take the exporter's descriptor)" : "");
     }
     return local;
-}
-
-/* The exporting pid the driver writes into a legacy handle (Linux drivers: bytes 8-11, little-endian). */
-static int32_t cux_ipc_handle_pid(const CUipcMemHandle *handle)
-{
-    int32_t pid;
-
-    memcpy(&pid, handle->reserved + 8, sizeof(pid));
-    return pid;
-}
-
-/* Does this driver write the exporting pid where cux_ipc_handle_pid reads it? Checked once, on a handle of
- * an allocation of our own. */
-static int cux_ipc_handle_layout_known(void)
-{
-    static int known = -1; /* -1: not checked yet */
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    CUipcMemHandle handle;
-    CUdeviceptr dptr;
-
-    int result;
-
-    pthread_mutex_lock(&lock);
-    if (known < 0) {
-        /* an allocation that fails now (out of memory) decides nothing: asked again next time */
-        if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemAlloc, &dptr, 4096) == UCS_OK) {
-            known = (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuIpcGetMemHandle, &handle, dptr) == UCS_OK) &&
-                    (cux_ipc_handle_pid(&handle) == getpid());
-            (void)CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemFree, dptr);
-            ucs_debug("cuda_ipc: the driver's legacy IPC handles %s the exporting pid at bytes 8-11",
-                      known ? "carry" : "do not carry");
-        }
-    }
-    result = (known > 0);
-    pthread_mutex_unlock(&lock);
-    return result;
 }
 
 ucs_status_t cux_ipc_peer_check_handle(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
