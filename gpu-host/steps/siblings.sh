@@ -98,6 +98,7 @@ done
 ucx_tar=$(ls "$carry"/ucx-*-src.tar.gz 2>/dev/null | head -1)
 if [ -n "$ucx_tar" ] && ls "$carry"/uct-cuda-plugin-*.tar.gz >/dev/null 2>&1; then
     prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
+    export LD_LIBRARY_PATH= PATH=${PATH#"$root/usr/bin:"} # Debian's UCX 1.13 no more
     work=/tmp/cux-siblings-work
     mkdir -p "$work"
     tar -C "$work" -xzf "$ucx_tar"
