@@ -100,7 +100,7 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
         return CUDA_ERROR_INVALID_CONTEXT;
     }
     if ((h.pid != h.exporter) && (getenv("MOCK_CUDA_IPC_STRICT_PID") != NULL)) {
-        return CUDA_ERROR_INVALID_HANDLE; /* a driver that checks the pid bytes (driver 580 does not) */
+        return CUDA_ERROR_INVALID_CONTEXT; /* a driver that checks the pid bytes (driver 580 does not) */
     }
     /* As the driver (one H200, driver 580): a handle opened again in the same context gives the same pointer and
      * counts the opens; each close drops one */

@@ -58,10 +58,8 @@ int cux_ipc_handle_for_open(const CUipcMemHandle *key_handle, CUipcMemHandle *ha
     return 1;
 }
 
-/* The first open of a cleared handle, in a context of device: 1 opened, 0 refused (for whatever reason: a driver
- * that checks those bytes need not say so as this one does, and a refusal only sends such keys another way), -1
- * undecided (no context). */
-static int cux_ipc_handle_try_cleared(const CUipcMemHandle *key_handle, int device)
+/* Opens a peer's handle with its pid bytes cleared on device and closes it at once; the driver's answer. */
+static CUresult cux_ipc_handle_try_cleared(const CUipcMemHandle *key_handle, int device)
 {
     CUipcMemHandle handle;
     cux_ctx_guard_t guard;
@@ -69,7 +67,7 @@ static int cux_ipc_handle_try_cleared(const CUipcMemHandle *key_handle, int devi
     CUresult res;
 
     if (cux_device_ctx_enter(device, &guard) != UCS_OK) {
-        return -1;
+        return CUDA_ERROR_INVALID_DEVICE;
     }
     if (!cux_ipc_handle_for_open(key_handle, &handle)) {
         res = CUDA_ERROR_INVALID_CONTEXT; /* the driver writes no pid where we read it: nothing to clear */
@@ -79,24 +77,37 @@ static int cux_ipc_handle_try_cleared(const CUipcMemHandle *key_handle, int devi
     cux_ctx_leave(&guard);
     ucs_debug("cuda_ipc: a peer's legacy handle with this process's pid number, opened with its pid bytes cleared: "
               "CUresult %d", (int)res);
-    return res == CUDA_SUCCESS;
+    return res;
 }
+
+/*
+ * The verdict is the driver's word on the first handle it opens or takes for ours (CUDA_ERROR_INVALID_CONTEXT).
+ * Other refusals (a handle made up, or of an allocation already freed: the key is not proven yet) decide nothing
+ * and refuse that key alone; after CUX_IPC_HANDLE_TRIES of them, so that no key costs an open at every unpack,
+ * they count as the driver's refusal too.
+ */
+#define CUX_IPC_HANDLE_TRIES 8
 
 int cux_ipc_handle_own_pid_opens(const CUipcMemHandle *key_handle, int device)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static unsigned undecided;
+    CUresult res;
     int verdict;
 
     pthread_mutex_lock(&lock);
     verdict = __atomic_load_n(&cux_ipc_handle_cleared_opens, __ATOMIC_RELAXED);
     if (verdict < 0) {
-        verdict = cux_ipc_handle_try_cleared(key_handle, device);
-        if (verdict >= 0) {
+        res = cux_ipc_handle_try_cleared(key_handle, device);
+        if ((res == CUDA_SUCCESS) || (res == CUDA_ERROR_INVALID_CONTEXT) || (++undecided >= CUX_IPC_HANDLE_TRIES)) {
+            verdict = (res == CUDA_SUCCESS);
             __atomic_store_n(&cux_ipc_handle_cleared_opens, verdict, __ATOMIC_RELAXED);
+        } else {
+            verdict = 0; /* this key alone */
         }
     }
     pthread_mutex_unlock(&lock);
-    return verdict != 0;
+    return verdict;
 }
 
 void cux_ipc_handle_clear_refused(void)

@@ -30,10 +30,10 @@ int cux_ipc_handle_layout_known(void);
  * does not take it for a handle of ours. 1 if it was changed. */
 int cux_ipc_handle_for_open(const CUipcMemHandle *key_handle, CUipcMemHandle *handle);
 
-/* Does the driver open a peer's handle that carries our own pid number once its pid bytes are cleared? Asked once
- * per process, before anything is copied: the first such handle a peer sends is opened on device (cleared) and
- * closed at once. 0 where the driver refused it (then, or when a mapping was refused later): such keys are then
- * refused at unpack, where UCP takes another path; 1 where it opened, or where no context could be had to ask. */
+/* Does the driver open a peer's handle that carries our own pid number once its pid bytes are cleared? Asked
+ * before anything is copied: the first such handles a peer sends are opened on device (cleared) and closed at once
+ * until the driver opens one or takes one for ours; from then on its verdict holds for the process (and a
+ * mapping it later refuses as ours makes it 0). 0: refuse the key at unpack, where UCP takes another path. */
 int cux_ipc_handle_own_pid_opens(const CUipcMemHandle *key_handle, int device);
 
 /* The driver refused a handle whose pid bytes were cleared: no such handle is opened again in this process. */

@@ -100,7 +100,7 @@ static int cux_ipc_import_own_pid_refused(const cux_ipc_unpacked_rkey_t *ukey)
     int warn;
 
     if ((key->kind != CUX_IPC_KIND_LEGACY) || (key->pid != getpid()) || (key->system_id != cux_ipc_host_id()) ||
-        (key->pid_ns == cux_ipc_pid_namespace()) ||
+        (key->pid_ns == 0) || (key->pid_ns == cux_ipc_pid_namespace()) ||
         cux_ipc_handle_own_pid_opens(&key->handle, (device >= 0) ? device : ukey->peer_device)) {
         return 0;
     }

@@ -251,6 +251,7 @@ static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t
 {
     CUipcMemHandle handle;
     ucs_status_t status;
+    CUresult res;
     int cleared;
 
     status = cux_ipc_peer_check_handle(peer, key);
@@ -258,12 +259,12 @@ static ucs_status_t cux_ipc_map_legacy(const cux_ipc_rkey_t *key, cux_ipc_peer_t
         return status;
     }
     cleared = cux_ipc_handle_for_open(&key->handle, &handle);
-    status  = CUX_DRV_CALL_ERR(cuIpcOpenMemHandle, dptr_p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-    if ((status != UCS_OK) && cleared) {
-        cux_ipc_handle_clear_refused();
-    }
-    if (status != UCS_OK) {
-        return status;
+    res     = cux_drv.cuIpcOpenMemHandle(dptr_p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (res != CUDA_SUCCESS) {
+        if (cleared && (res == CUDA_ERROR_INVALID_CONTEXT)) {
+            cux_ipc_handle_clear_refused(); /* taken for our own all the same: such keys go another way from now */
+        }
+        return cux_driver_status(res, UCS_LOG_LEVEL_ERROR, "cuIpcOpenMemHandle", __FILE__, __LINE__);
     }
     status = cux_ipc_check_mapped_length(key, *dptr_p);
     if (status != UCS_OK) {
