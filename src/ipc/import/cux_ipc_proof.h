@@ -34,8 +34,9 @@
  * - Without read access. process_vm_readv needs the same permission as pidfd_getfd (the same user and a ptrace
  *   policy that allows it; Yama's ptrace_scope=1 allows it only for descendants). Where the OS refuses it, VMM
  *   memory cannot be imported anyway, and a legacy IPC handle is bound to the peer by the exporting pid the
- *   driver writes into it (bytes 8-11 on Linux, checked on a handle of our own before it is relied on); the
- *   driver refuses to open a handle whose bytes were changed. PEER_PROOF=memory refuses such peers instead.
+ *   driver writes into it (bytes 8-11 on Linux, checked on a handle of our own before it is relied on). The
+ *   driver does not verify those bytes (cux_ipc_handle.h): the binding holds against a handle passed on as it
+ *   is, not against a peer that rewrites it. PEER_PROOF=memory refuses such peers instead.
  */
 #ifndef CUX_IPC_PROOF_H_
 #define CUX_IPC_PROOF_H_
