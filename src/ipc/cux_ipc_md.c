@@ -19,6 +19,7 @@
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/math.h>
 #include <ucs/sys/sys.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,7 +66,7 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "mapping that needed it fails with one log line, and other mappings go on. The reads are made by a\n"
      "reader thread, which costs a first mapping some 36 us more on an H200 host (cached mappings read\n"
      "nothing); 'inf' reads on the calling thread, without a bound, for hosts whose local processes are\n"
-     "trusted. Process-wide: the last memory domain opened sets it.",
+     "trusted; at least 1ms. Process-wide: the last memory domain opened sets it.",
      ucs_offsetof(cux_ipc_md_config_t, proof_timeout), UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"MAX_EXPORTED_FDS", "auto",
@@ -220,6 +221,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
 {
     const cux_ipc_md_config_t *config = ucs_derived_of(uct_config, cux_ipc_md_config_t);
     unsigned long max_regions;
+    static int timeout_said;
+    double proof_timeout;
     cux_ipc_md_t *md;
     ucs_status_t status;
 
@@ -249,7 +252,13 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
         max_regions = 1;
     }
     /* Process-wide: the last memory domain opened sets the bounds, the proofs' deadline and the NVLink domain. */
-    cux_ipc_peer_read_set_timeout(ucs_time_to_sec(config->proof_timeout));
+    proof_timeout = ucs_time_to_sec(config->proof_timeout);
+    if ((proof_timeout < CUX_IPC_PROOF_TIMEOUT_MIN) && !__atomic_exchange_n(&timeout_said, 1, __ATOMIC_RELAXED)) {
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "PROOF_TIMEOUT=%g s would give a peer no time to answer (and the "
+                 "kernel takes 0 for no bound): using %g s", proof_timeout, CUX_IPC_PROOF_TIMEOUT_MIN);
+    }
+    proof_timeout = ucs_max(proof_timeout, CUX_IPC_PROOF_TIMEOUT_MIN);
+    cux_ipc_peer_read_set_timeout(proof_timeout);
     cux_ipc_domain_decide(config->enable_mnnvl);
     md->listening = (config->socket_dir[0] != '\0');
     /* logged; the domain works for peers of our namespace */

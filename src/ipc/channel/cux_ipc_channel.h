@@ -94,9 +94,12 @@ const char *cux_ipc_channel_dir(void);
 
 /* --- the asking side (cux_ipc_channel_ask.c) --- */
 
+/* The shortest bound of a question (UCX_CUDA_IPC_PROOF_TIMEOUT's floor): the kernel takes a zero timeval for none. */
+#define CUX_IPC_PROOF_TIMEOUT_MIN 1e-3
+
 /* Connects to the socket of token in our directory, served by a process of our uid: the connection's descriptor
  * and what the kernel says of that process, or -1 (logged at debug level). Sends and receives on it give up after
- * timeout seconds (1e9 or more: never). */
+ * timeout seconds (at least CUX_IPC_PROOF_TIMEOUT_MIN; 1e9 or more: never). */
 int cux_ipc_channel_connect(uint64_t token, double timeout, cux_ipc_channel_listener_t *listener);
 /* Sends req (its magic and sequence number filled here) and receives its reply: the reply's length (at least
  * CUX_IPC_CHANNEL_REPLY_HEADER), or -1 when the peer did not answer in time, is gone, or answered out of

@@ -8,6 +8,7 @@
 #include "base/cux_fd_passing.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -25,6 +26,8 @@ static void cux_ipc_channel_set_timeout(int fd, double timeout)
     if (timeout >= 1e9) {
         return; /* PROOF_TIMEOUT=inf: no bound */
     }
+    /* a zero timeval is no bound at all to the kernel: a shorter timeout than the floor is the floor */
+    timeout    = ucs_max(timeout, CUX_IPC_PROOF_TIMEOUT_MIN);
     tv.tv_sec  = (time_t)timeout;
     tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -9,6 +9,7 @@
 #include "base/cux_fd_passing.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,13 +19,21 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-/* Most connections served at once; further ones are closed at once (their proofs fail, one debug line). */
+/* Most connections served at once; further ones are closed at once (their proofs fail, one debug line). Each is a
+ * descriptor of this process: at most an eighth of its descriptor limit (the exporter's descriptors for peers take
+ * a quarter), so that clients of our uid cannot spend the application's. */
 #define CUX_IPC_CHANNEL_CLIENTS_MAX 1024
+#define CUX_IPC_CHANNEL_FD_SHARE    8
+
+/* While no descriptor can be had for a connection (accept: EMFILE, ENFILE), the listening socket stays readable:
+ * it is left out of poll for this long instead of waking the thread at once, again and again. */
+#define CUX_IPC_CHANNEL_PAUSE_MS 100
 
 static struct {
     pthread_mutex_t lock;
@@ -97,22 +106,41 @@ static int cux_ipc_channel_accept(int listen_fd)
         ucs_debug("cuda_ipc: a connection to this process's socket from uid %d (not ours): closed",
                   (len == sizeof(cred)) ? (int)cred.uid : -1);
         close(conn);
+        errno = EPERM; /* a refusal, not a want of descriptors */
         return -1;
     }
     return conn;
+}
+
+/* How many connections may be served now: the process's descriptor limit may change while it runs. */
+static nfds_t cux_ipc_channel_clients_max(void)
+{
+    struct rlimit rl;
+
+    if ((getrlimit(RLIMIT_NOFILE, &rl) != 0) || (rl.rlim_cur == RLIM_INFINITY) ||
+        (rl.rlim_cur / CUX_IPC_CHANNEL_FD_SHARE >= CUX_IPC_CHANNEL_CLIENTS_MAX)) {
+        return CUX_IPC_CHANNEL_CLIENTS_MAX;
+    }
+    return ucs_max(rl.rlim_cur / CUX_IPC_CHANNEL_FD_SHARE, 1);
 }
 
 static void *cux_ipc_channel_serve(void *arg)
 {
     static struct pollfd pfd[2 + CUX_IPC_CHANNEL_CLIENTS_MAX];
     nfds_t n = 2, i;
-    int conn;
+    int conn, ready, paused = 0;
 
     (void)arg;
     pfd[0] = (struct pollfd){.fd = cux_ipc_channel.stop[0], .events = POLLIN};
     pfd[1] = (struct pollfd){.fd = cux_ipc_channel.listen_fd, .events = POLLIN};
     for (;;) {
-        if (poll(pfd, n, -1) < 0) {
+        ready = poll(pfd, n, paused ? CUX_IPC_CHANNEL_PAUSE_MS : -1);
+        if (paused && (ready == 0)) {
+            paused        = 0; /* listening again */
+            pfd[1].events = POLLIN;
+            continue;
+        }
+        if (ready < 0) {
             if (errno == EINTR) {
                 continue;
             }
@@ -134,9 +162,14 @@ static void *cux_ipc_channel_serve(void *arg)
         }
         if (pfd[1].revents & POLLIN) {
             conn = cux_ipc_channel_accept(pfd[1].fd);
-            if ((conn >= 0) && (n == 2 + CUX_IPC_CHANNEL_CLIENTS_MAX)) {
-                ucs_debug("cuda_ipc: %d connections to this process's socket already: one more closed",
-                          CUX_IPC_CHANNEL_CLIENTS_MAX);
+            if ((conn < 0) && ((errno == EMFILE) || (errno == ENFILE))) {
+                ucs_debug("cuda_ipc: no descriptor for a connection to this process's socket: not listening for "
+                          "%d ms", CUX_IPC_CHANNEL_PAUSE_MS);
+                paused        = 1;
+                pfd[1].events = 0;
+            } else if ((conn >= 0) && (n - 2 >= cux_ipc_channel_clients_max())) {
+                ucs_debug("cuda_ipc: %u connections to this process's socket already: one more closed",
+                          (unsigned)(n - 2));
                 close(conn);
             } else if (conn >= 0) {
                 pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
