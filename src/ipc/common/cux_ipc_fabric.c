@@ -34,7 +34,8 @@ ucs_status_t cux_ipc_fabric_import(const CUmemFabricHandle *fabric, CUmemGeneric
         ucs_debug("cuda_ipc: a fabric handle, and no IMEX channel here: refused");
         return UCS_ERR_UNREACHABLE;
     }
-    return CUX_DRV_CALL_ERR(cuMemImportFromShareableHandle, handle, &bytes, CU_MEM_HANDLE_TYPE_FABRIC);
+    /* a refusal is the caller's to report: it is the only check of a key from another host */
+    return CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemImportFromShareableHandle, handle, &bytes, CU_MEM_HANDLE_TYPE_FABRIC);
 }
 
 ucs_status_t cux_ipc_fabric_export_pool(CUmemoryPool pool, CUmemFabricHandle *fabric)
@@ -54,7 +55,8 @@ ucs_status_t cux_ipc_fabric_import_pool(const CUmemFabricHandle *fabric, CUmemor
         ucs_debug("cuda_ipc: a pool's fabric handle, and no IMEX channel here: refused");
         return UCS_ERR_UNREACHABLE;
     }
-    return CUX_DRV_CALL_ERR(cuMemPoolImportFromShareableHandle, pool, &bytes, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+    return CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolImportFromShareableHandle, pool, &bytes,
+                        CU_MEM_HANDLE_TYPE_FABRIC, 0);
 }
 
 void cux_ipc_fabric_pool_said(void)

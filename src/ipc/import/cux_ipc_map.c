@@ -391,6 +391,11 @@ static ucs_status_t cux_ipc_map(void *arg, const cux_ipc_rkey_t *key, int device
     cux_ctx_leave(&guard);
     if (status == UCS_ERR_UNREACHABLE) {
         return status; /* logged where it was found */
+    } else if ((status != UCS_OK) && cux_ipc_peer_is_remote(peer)) {
+        /* the driver's import is the only check of another host's key: one error line per peer, whatever it sends */
+        return cux_ipc_peer_reject(peer, "pid %d of host 0x%" PRIx64 ": the driver refused its fabric handle of "
+                                   "0x%" PRIx64 "+%" PRIu64 " (%s; freed, or made up)", key->pid, key->system_id,
+                                   (uint64_t)key->base, (uint64_t)key->length, ucs_status_string(status));
     } else if (status != UCS_OK) {
         ucs_error("cuda_ipc: cannot map %" PRIu64 " bytes at 0x%" PRIx64 " of pid %d on device %d (exited, "
                   "freed the buffer, or no peer access?)", (uint64_t)key->length, (uint64_t)key->base, key->pid,

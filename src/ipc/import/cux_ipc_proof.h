@@ -46,6 +46,7 @@
 #include "ipc/channel/cux_ipc_channel.h"
 #include "ipc/export/cux_ipc_identity.h"
 
+#include <ucs/debug/log.h>
 #include <ucs/type/status.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -85,6 +86,15 @@ typedef struct cux_ipc_peer {
     int      channel;      /* a peer of another PID namespace: the connection it is asked over (-1: none) */
     pthread_mutex_t channel_lock; /* one question at a time on it */
 } cux_ipc_peer_t;
+
+/* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
+#define cux_ipc_peer_reject(_peer, _fmt, ...) \
+    ({ \
+        ucs_log((_peer)->logged ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR, "cuda_ipc: " _fmt \
+                "%s", ## __VA_ARGS__, (_peer)->logged ? "" : " (further keys refused from this peer: debug log)"); \
+        (_peer)->logged = 1; \
+        UCS_ERR_UNREACHABLE; \
+    })
 
 /* Did the peer make the key (its pid in its namespace, on its host)? */
 static inline int cux_ipc_peer_made(const cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)

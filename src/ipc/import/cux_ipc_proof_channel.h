@@ -14,15 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* A rejected key: one error line per peer, the rest at debug level (a peer may retry forever). */
-#define cux_ipc_peer_reject(_peer, _fmt, ...) \
-    ({ \
-        ucs_log((_peer)->logged ? UCS_LOG_LEVEL_DEBUG : UCS_LOG_LEVEL_ERROR, "cuda_ipc: " _fmt \
-                "%s", ## __VA_ARGS__, (_peer)->logged ? "" : " (further keys refused from this peer: debug log)"); \
-        (_peer)->logged = 1; \
-        UCS_ERR_UNREACHABLE; \
-    })
-
 /* pidfd system calls where the libc's headers are older than them. */
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
