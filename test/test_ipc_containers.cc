@@ -589,8 +589,9 @@ TEST_F(ipc_containers, a_listener_the_kernel_shows_must_be_the_process_its_addre
  * copies the address with its own socket, answers the challenge (it knows R's secret: R hands its address to its
  * peers), "proves" R's key and hands over a descriptor of other memory (a third process Q's VMM allocation). That
  * mapping then served R's true endpoint: gets from R read Q's memory, puts to R landed in Q's buffer. Where the
- * kernel does not show the listeners (two containers side by side), each is bound to its process's pidfd or to
- * its connection: the impostor's mapping serves only the impostor, and its endpoint's end purges nothing of R's. */
+ * kernel does not show the listeners (two containers side by side), the address's pidfs inode names R's process,
+ * and the impostor is refused; on a kernel without pidfs each listener is bound to its connection: the impostor's
+ * mapping serves only the impostor, and its endpoint's end purges nothing of R's. */
 TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_peers_mappings)
 {
     for (int how_unshown : {1, 2}) {
@@ -629,10 +630,17 @@ TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_
         /* the impostor's mapping of "R's" allocation: Q's memory, which the impostor may hand to its own peers */
         buffer local(buf_kind::cuda0, size);
         uct_ep_h impostor = ep_to(m_iface, forged.data(), forged.data() + m_hello.a);
-        ASSERT_NE(nullptr, impostor) << "a listener the kernel does not show answers for the address it holds";
-        local.write(std::vector<uint8_t>(size, 0xa5));
-        EXPECT_EQ(UCS_OK, zcopy_on(impostor, false, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_TRUE(local.read() == pattern(502, size)) << "the impostor's endpoint reaches what it handed over";
+        if (how_unshown == 1) {
+            /* the address names R's process by its pidfs inode: another process serving a copy is refused at once */
+            EXPECT_EQ(nullptr, impostor) << "a listener that is not the process the address names was taken";
+        } else {
+            ASSERT_NE(nullptr, impostor) << "a listener the kernel does not show answers for the address it holds";
+        }
+        if (impostor != nullptr) {
+            local.write(std::vector<uint8_t>(size, 0xa5));
+            EXPECT_EQ(UCS_OK, zcopy_on(impostor, false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+            EXPECT_TRUE(local.read() == pattern(502, size)) << "the impostor's endpoint reaches what it handed over";
+        }
 
         /* now through the true endpoint to R */
         local.write(std::vector<uint8_t>(size, 0xa5));
@@ -649,15 +657,17 @@ TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_
         EXPECT_NE(0, q.call(check).status) << "a put to the true peer R landed in Q's buffer";
 
         /* the impostor's end leaves R's mapping; one bound to its connection goes with it */
-        const counters before = cache();
-        const bool by_connection =
-                CUX_IPC_OWNER_KIND(ucs_derived_of(impostor, cux_ipc_ep_t)->peer.owner) == CUX_IPC_OWNER_CONNECTION;
-        EXPECT_TRUE(by_connection || (how_unshown == 1));
-        uct_ep_destroy(impostor);
-        EXPECT_EQ(before.regions - (by_connection ? 1 : 0), cache().regions)
-            << "the impostor's mapping outlived its connection";
-        EXPECT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
-        EXPECT_EQ(before.hits + 1, cache().hits) << "R's mapping went with the impostor's endpoint";
+        if (impostor != nullptr) {
+            const counters before = cache();
+            const bool by_connection =
+                    CUX_IPC_OWNER_KIND(ucs_derived_of(impostor, cux_ipc_ep_t)->peer.owner) == CUX_IPC_OWNER_CONNECTION;
+            EXPECT_TRUE(by_connection);
+            uct_ep_destroy(impostor);
+            EXPECT_EQ(before.regions - (by_connection ? 1 : 0), cache().regions)
+                << "the impostor's mapping outlived its connection";
+            EXPECT_EQ(UCS_OK, zcopy(false, local.ptr(), size, rb.addr, rb.rkey.rkey));
+            EXPECT_EQ(before.hits + 1, cache().hits) << "R's mapping went with the impostor's endpoint";
+        }
 
         stop_fake_server(server);
         req = {};
@@ -1088,4 +1098,80 @@ TEST(ipc_channel_server, a_socket_directory_others_may_write_is_a_warning)
         EXPECT_EQ(((mode & 022) && !(mode & S_ISVTX)) ? 1u : 0u, warned);
         run_command(std::string("rm -rf ") + dir);
     }
+}
+
+/*
+ * Fifth review (Medium): a peer of R that can write the socket directory takes R's own socket name, and every
+ * endpoint made to R's true address from then on is its. The threat model grants a process of our uid holding R's
+ * address and keys (any peer R handed them to) only "a socket of its own": "it is never served R's mappings, nor
+ * are R's endpoints served its", and a replaced socket file only to one that "cannot answer the challenge for an
+ * address it does not hold". One that holds it unlinks R's socket (R goes on listening on a socket no one reaches)
+ * and binds its own under the same name; cux_ipc_proof_channel_open connects by name, finds a listener the kernel
+ * does not show (as between two containers), which answers the challenge with R's secret, proves R's keys and hands
+ * over descriptors of memory of its choice. Here a put to R's true address lands in Q's buffer and a get reads Q's.
+ */
+TEST_F(ipc_containers, audit5_a_process_that_takes_rs_socket_name_is_refused_on_endpoints_to_r)
+{
+    listeners_unshown unshown(1);
+    start_peer(nullptr, true); /* R, pid 1 of a namespace of its own */
+    ASSERT_FALSE(HasFatalFailure());
+    const size_t size = 65536;
+    remote_buf rb     = remote_alloc(size, 0, 701, alloc_vmm_fd);
+    ASSERT_NE(0u, rb.addr);
+
+    ipc_peer q; /* Q: memory the impostor hands over as R's */
+    ASSERT_EQ(0, q.greeting().status);
+    peer_msg req = {};
+    req.op = peer_op::alloc; req.a = size; req.b = 0; req.c = 702; req.d = alloc_vmm_fd;
+    peer_msg qbuf = q.call(req);
+    ASSERT_EQ(UCS_OK, qbuf.status);
+    req = {};
+    req.op = peer_op::export_fd; req.a = qbuf.a;
+    int qfd = -1;
+    ASSERT_EQ(UCS_OK, q.call_for_fd(req, &qfd).status);
+    ASSERT_GE(qfd, 0);
+
+    /* the impostor: R's address (as R's peers have it), under R's own socket name */
+    const cux_ipc_iface_addr_t r = contained_addr();
+    ASSERT_EQ(0, unlink(socket_path(m_dir, r.channel).c_str())) << "a process of our uid may write the directory";
+    fake_server how = {};
+    how.claim       = r;
+    how.prove_ok    = true;
+    how.take_fd     = qfd;
+    pid_t server    = start_fake_server(m_dir, r.channel, how);
+    ASSERT_GT(server, 0);
+    close(qfd);
+
+    /* an endpoint made now to R's true addresses (another worker's, or one made again after an error) */
+    destroy_ep();
+    uct_ep_h ep = ep_to(m_iface, m_hello.blob, m_hello.blob + m_hello.a);
+    ucs_status_t put = UCS_ERR_UNREACHABLE, get = UCS_ERR_UNREACHABLE;
+    buffer local(buf_kind::cuda0, size);
+    std::vector<uint8_t> got;
+    if (ep != nullptr) {
+        local.write(std::vector<uint8_t>(size, 0xa5));
+        get = zcopy_on(ep, false, local.ptr(), size, rb.addr, rb.rkey.rkey);
+        got = local.read();
+        local.write(pattern(703, size));
+        put = zcopy_on(ep, true, local.ptr(), size, rb.addr, rb.rkey.rkey);
+    }
+    peer_msg check = {};
+    check.op = peer_op::check; check.a = qbuf.a; check.b = size; check.c = 703;
+    EXPECT_NE(0, q.call(check).status) << "endpoint to R's true address " << ((ep != nullptr) ? "made" : "refused")
+                                       << ", put " << ucs_status_string(put)
+                                       << ": a put to R landed in Q's buffer, handed over by the process that took "
+                                          "R's socket name";
+    EXPECT_FALSE(got == pattern(702, size)) << "get " << ucs_status_string(get)
+                                            << ": a get from R read Q's memory";
+
+    if (ep != nullptr) {
+        uct_ep_destroy(ep);
+    }
+    stop_fake_server(server);
+    req = {};
+    req.op = peer_op::free; req.a = qbuf.a;
+    q.call(req);
+    q.stop();
+    remote_free(rb);
+    cux_ipc_cache_purge(&cux_ipc_cache);
 }

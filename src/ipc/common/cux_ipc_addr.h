@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define CUX_IPC_ADDR_MAGIC        0x34415843u /* "CXA4"; above any pid, so an older build's address never matches */
-#define CUX_IPC_ADDR_MAGIC_DOMAIN 0x34445843u /* "CXD4": the same, followed by the NVLink domain */
+#define CUX_IPC_ADDR_MAGIC        0x35415843u /* "CXA5"; above any pid, so an older build's address never matches */
+#define CUX_IPC_ADDR_MAGIC_DOMAIN 0x35445843u /* "CXD5": the same, followed by the NVLink domain */
 
 /* Packed: UCP packs addresses byte by byte. */
 typedef struct cux_ipc_iface_addr {
@@ -26,6 +26,7 @@ typedef struct cux_ipc_iface_addr {
     uint64_t identity;   /* where the process keeps its identity record */
     uint64_t secret;     /* the record's random part */
     uint64_t channel;    /* the token naming its socket in UCX_CUDA_IPC_SOCKET_DIR; 0: it has none */
+    uint64_t process;    /* its pidfs inode (cux_ipc_pidfs.h): who must listen on that socket; 0: the kernel has none */
     /* CUX_IPC_ADDR_MAGIC_DOMAIN only (zero otherwise): NVML's word on its GPUs' multi-node NVLink domain */
     uint8_t  cluster[16];
     uint32_t clique;

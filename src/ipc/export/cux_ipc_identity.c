@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "ipc/export/cux_ipc_identity.h"
+#include "ipc/common/cux_ipc_pidfs.h"
 #include "ipc/export/cux_ipc_key_table.h"
 #include "ipc/channel/cux_ipc_channel.h"
 #include "base/cux_siphash.h"
@@ -59,6 +60,7 @@ static void cux_ipc_identity_current(cux_ipc_identity_t *id)
         cux_ipc_identity.magic      = 0; /* a peer reading meanwhile sees no valid record */
         cux_ipc_identity.pid        = pid;
         cux_ipc_identity.start_time = ucs_sys_get_proc_create_time(pid);
+        cux_ipc_identity.process    = cux_ipc_own_pidfs_inode();
         cux_ipc_identity.keys       = cux_ipc_key_table_directory();
         cux_ipc_random(&cux_ipc_identity.secret, sizeof(cux_ipc_identity.secret));
         cux_ipc_random(cux_ipc_secret_key, sizeof(cux_ipc_secret_key));
@@ -81,6 +83,7 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns)
     addr->identity   = (uintptr_t)&cux_ipc_identity;
     addr->secret     = id.secret;
     addr->channel    = cux_ipc_channel_token();
+    addr->process    = id.process;
 }
 
 uint64_t cux_ipc_host_id(void)
@@ -110,7 +113,9 @@ uint64_t cux_ipc_pid_namespace(void)
 
 int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key)
 {
-    return (key->pid == getpid()) && (key->pid_ns == cux_ipc_pid_namespace());
+    /* the host first: pid and namespace numbers repeat on every host (the initial namespace's among them) */
+    return (key->system_id == cux_ipc_host_id()) && (key->pid == getpid()) &&
+           (key->pid_ns == cux_ipc_pid_namespace());
 }
 
 int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),

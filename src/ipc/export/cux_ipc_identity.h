@@ -24,18 +24,19 @@ typedef struct cux_ipc_identity {
     uint64_t start_time;
     uint64_t secret;
     uint64_t keys;       /* the directory of its table of keys out */
+    uint64_t process;    /* its pidfs inode (cux_ipc_pidfs.h), 0 where the kernel has none */
 } cux_ipc_identity_t;
 
-/* This process's PID namespace: the inode of /proc/self/ns/pid (0 where it cannot be read). */
 /* This host's id (ucs_get_system_id), asked once: keys are checked against it for every rendezvous message. */
 uint64_t cux_ipc_host_id(void);
 
+/* This process's PID namespace: the inode of /proc/self/ns/pid (0 where it cannot be read). */
 uint64_t cux_ipc_pid_namespace(void);
 
 /* This process's address (a forked child gets an identity of its own). */
 void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 
-/* Is the key of this very process? */
+/* Is the key of this very process (this host, pid and PID namespace)? Its own-key proof is separate. */
 int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key);
 
 /* Did this process hand the key out, does it still hold it, with the secret only it computes? use (or NULL) runs

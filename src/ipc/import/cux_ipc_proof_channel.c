@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/common/cux_ipc_pidfs.h"
 #include "ipc/common/cux_ipc_names.h"
 #include "ipc/import/cux_ipc_peer_read.h"
 
@@ -30,7 +31,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define CUX_IPC_PIDFS_MAGIC 0x50494446 /* "PIDF": pidfds have an inode of their process's own (Linux 6.9+) */
 
 static int cux_ipc_proof_unshown_for_tests; /* cux_ipc_proof_channel_test_unshown */
 
@@ -179,20 +179,34 @@ static ucs_status_t cux_ipc_proof_listener_shown(const cux_ipc_iface_addr_t *add
     return UCS_OK;
 }
 
+/* The pidfs inode of the listener's pidfd; 0 where the kernel gives none (or a test plays a kernel before 6.9). */
+static uint64_t cux_ipc_proof_listener_inode(const cux_ipc_channel_listener_t *listener)
+{
+    return (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) < 2) ?
+           cux_ipc_pidfd_inode(listener->pidfd) : 0;
+}
+
 /* A listener the kernel does not show by pid here: the process its pidfd names where the kernel gives each
  * process an inode of its own, else this connection alone. */
 static uint64_t cux_ipc_proof_listener_unshown(const cux_ipc_channel_listener_t *listener)
 {
     static uint64_t connections;
-    struct statfs fs;
-    struct stat st;
+    uint64_t inode = cux_ipc_proof_listener_inode(listener);
 
-    if ((listener->pidfd >= 0) && (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) < 2) &&
-        (fstatfs(listener->pidfd, &fs) == 0) && (fs.f_type == CUX_IPC_PIDFS_MAGIC) &&
-        (fstat(listener->pidfd, &st) == 0)) {
-        return CUX_IPC_OWNER_PIDFS | ((uint64_t)st.st_ino & ~(3ull << 62));
+    if (inode != 0) {
+        return CUX_IPC_OWNER_PIDFS | (inode & ~(3ull << 62));
     }
     return CUX_IPC_OWNER_CONNECTION | __atomic_add_fetch(&connections, 1, __ATOMIC_RELAXED);
+}
+
+/* Is the listener the process the address names? Where the address carries its process's pidfs inode, the
+ * listener's pidfd must have that inode: a process that took the socket's name (unlinked it and listens under it)
+ * is another process, whatever it knows of the address. Where the address carries none (a kernel without pidfs),
+ * the connection is all there is (docs/threat-model.md). */
+static int cux_ipc_proof_listener_is(const cux_ipc_iface_addr_t *addr, const cux_ipc_channel_listener_t *listener)
+{
+    return (addr->process == 0) || (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) >= 2) ||
+           (cux_ipc_proof_listener_inode(listener) == addr->process);
 }
 
 /* Does the process on the connection hold the address: does it answer our challenge under its secret? */
@@ -247,6 +261,12 @@ ucs_status_t cux_ipc_proof_channel_open(cux_ipc_peer_t *peer, const cux_ipc_ifac
     if (status == UCS_ERR_UNSUPPORTED) {
         owner  = cux_ipc_proof_listener_unshown(&listener);
         status = UCS_OK;
+    }
+    if ((status == UCS_OK) && !cux_ipc_proof_listener_is(addr, &listener)) {
+        ucs_debug("cuda_ipc: the process on socket %016" PRIx64 " is not pid %d of PID namespace %" PRIu64 " (its "
+                  "pidfd's inode is not the one the address names)", addr->channel, addr->pid, addr->pid_ns);
+        why    = "another process listens under its socket's name";
+        status = UCS_ERR_UNREACHABLE;
     }
     if ((status == UCS_OK) && !cux_ipc_proof_channel_hello(channel, addr)) {
         ucs_debug("cuda_ipc: the process on socket %016" PRIx64 " does not answer for the address of pid %d in PID "

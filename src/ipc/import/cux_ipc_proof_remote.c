@@ -26,11 +26,10 @@ int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t pi
         *why_p = "another host, in no multi-node NVLink domain";
     } else if (memcmp(addr->cluster, ours.cluster, sizeof(ours.cluster)) || (addr->clique != ours.clique)) {
         *why_p = "another host, of another NVLink domain (cluster or clique)";
-    } else if ((addr->pid_ns == pid_ns) && (addr->pid > 0) &&
-               (ucs_sys_get_proc_create_time(addr->pid) == addr->start_time)) {
-        /* its pid and start time name a process here: a process of this host that says it is elsewhere would
-         * step around every proof of this host (a pid and start time of another host's process match one here
-         * only by chance) */
+    } else if ((addr->pid > 0) && (ucs_sys_get_proc_create_time(addr->pid) == addr->start_time)) {
+        /* its pid and start time name a process here, whatever namespace the address writes beside them: a process
+         * of this host that says it is elsewhere would step around every proof of this host (a pid and start time
+         * of another host's process match one here only by chance) */
         *why_p = "a process of this host whose address says it is on another";
     } else {
         return 1;
