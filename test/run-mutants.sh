@@ -9,9 +9,11 @@
 #                                                  NAME: only those checks)
 #
 # The copy is configured anew against the UCX that BUILD_DIR was configured with, so that the tests start the
-# copy's programs and module, never the tree's. Each check is tried first with the tests aimed at it (fast), and,
-# if they pass, with every mock suite of cuda_ipc (--gtest_fail_fast): only that verdict counts. Writes
-# MUTANTS_LOG (default ./build-mutants/mutants.log) and ends with "N caught, N not caught".
+# copy's programs and module, never the tree's. The unweakened copy must first pass the tests the checks are aimed
+# at (CUX_MUTANTS_NO_BASELINE=1 skips that). Each check is tried first with the tests aimed at it (fast), and, if
+# they pass, with every mock suite of cuda_ipc (--gtest_fail_fast): only that verdict counts
+# (CUX_MUTANTS_AIMED_ONLY=1 stops at the first, for a quick look). Writes MUTANTS_LOG (default
+# ./build-mutants/mutants.log) and ends with "N caught, N not caught".
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/build}" && pwd) || exit 2
@@ -26,7 +28,7 @@ ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
 # NAME ~~ FILE ~~ WHAT IS WEAKENED (exactly once in FILE; \n: a new line) ~~ INTO ~~ THE TESTS AIMED AT IT
 checks=$(cat <<'EOF'
 identity-secret ~~ src/ipc/import/cux_ipc_proof.c ~~ (record.secret != addr->secret) ~~ (0) ~~ ipc_transport.*address*:ipc_peers*
-identity-start-time ~~ src/ipc/import/cux_ipc_proof.c ~~ (record.start_time != addr->start_time) ~~ (0) ~~ ipc_transport.*address*:ipc_peers*
+identity-start-time ~~ src/ipc/import/cux_ipc_proof.c ~~ if (start_time != addr->start_time) { ~~ if (0) { ~~ ipc_transport.*address*:ipc_peers*
 key-read-back ~~ src/ipc/import/cux_ipc_proof_keys.c ~~ (memcmp(&held, key, sizeof(held)) != 0) ~~ (0) ~~ ipc_transport.*key*:ipc_rkey*
 own-key-secret ~~ src/ipc/export/cux_ipc_identity.c ~~ (key->secret == cux_ipc_proof_key_secret(key)) ~~ (1) ~~ ipc_transport.a_made_up_key*:ipc_transport.*own*
 own-key-host ~~ src/ipc/export/cux_ipc_identity.c ~~ (key->system_id == cux_ipc_host_id()) && ~~  ~~ *audit5*:ipc_hosts*
@@ -77,6 +79,16 @@ tests() { # FILTER [GTEST_ARGS...]: 0 when every test passed
         CUX_TEST_REQUIRE_GPU=1 timeout -k 10 1800 test/cux_gtest --gtest_filter="$filter" "$@" >>"$log.tests" 2>&1)
 }
 
+# The copy unweakened must pass what the checks' verdicts rest on, or a verdict of "caught" means nothing.
+: >"$log.tests"
+if [ "${CUX_MUTANTS_NO_BASELINE:-0}" != 1 ]; then
+    aimed_all=$(awk -F ' ~~ ' 'NF == 5 {print $5}' <<<"$checks" | tr '\n' ':')
+    t=$(date +%s)
+    echo "=== baseline" >>"$log.tests"
+    tests "$aimed_all" || { say "run-mutants: the unweakened copy fails the tests the checks are aimed at"; exit 2; }
+    say "run-mutants: the unweakened copy passes the aimed tests ($(( $(date +%s) - t )) s)"
+fi
+
 caught=0 missed=0 missed_names=""
 while IFS= read -r row; do
     [ -n "$row" ] || continue
@@ -108,6 +120,8 @@ PY
         verdict="BROKEN: the weakened tree does not build (update run-mutants.sh)"
     elif ! tests "$aimed" --gtest_fail_fast; then
         verdict="caught by the tests aimed at it"
+    elif [ "${CUX_MUTANTS_AIMED_ONLY:-0}" = 1 ]; then
+        verdict="NOT CAUGHT by the tests aimed at it (CUX_MUTANTS_AIMED_ONLY: the mock suites not asked)"
     elif ! tests "$suites" --gtest_fail_fast; then
         verdict="caught by the mock suites"
     else
