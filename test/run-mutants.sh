@@ -27,12 +27,11 @@ ucx_src=$(sed -n 's/^UCX_SRC = //p' "$build/Makefile")
 
 # NAME ~~ FILE ~~ WHAT IS WEAKENED (exactly once in FILE; \n: a new line) ~~ INTO ~~ THE TESTS AIMED AT IT
 checks=$(cat <<'EOF'
-identity-secret ~~ src/ipc/import/cux_ipc_proof.c ~~ (record.secret != addr->secret) ~~ (0) ~~ ipc_transport.*address*:ipc_peers*
-identity-start-time ~~ src/ipc/import/cux_ipc_proof.c ~~ if (start_time != addr->start_time) { ~~ if (0) { ~~ ipc_transport.*address*:ipc_peers*
+identity-secret ~~ src/ipc/import/cux_ipc_proof.c ~~ (record.secret != addr->secret) ~~ (0) ~~ ipc_transport.*address*
+identity-start-time ~~ src/ipc/import/cux_ipc_proof.c ~~ if (start_time != addr->start_time) { ~~ if (0) { ~~ ipc_transport.*address*:ipc_transport.a_peer_whose_memory_cannot_be_read*
 key-read-back ~~ src/ipc/import/cux_ipc_proof_keys.c ~~ (memcmp(&held, key, sizeof(held)) != 0) ~~ (0) ~~ ipc_transport.*key*:ipc_rkey*
-own-key-secret ~~ src/ipc/export/cux_ipc_identity.c ~~ (key->secret == cux_ipc_proof_key_secret(key)) ~~ (1) ~~ ipc_transport.a_made_up_key*:ipc_transport.*own*
 own-key-host ~~ src/ipc/export/cux_ipc_identity.c ~~ (key->system_id == cux_ipc_host_id()) && ~~  ~~ *audit5*:ipc_hosts*
-legacy-handle-pid ~~ src/ipc/import/cux_ipc_proof_keys.c ~~ cux_ipc_handle_pid(&key->handle) != peer->pid ~~ 0 ~~ ipc_transport.*handle*:ipc_peers*
+legacy-handle-pid ~~ src/ipc/import/cux_ipc_proof_keys.c ~~ cux_ipc_handle_pid(&key->handle) != peer->pid ~~ 0 ~~ ipc_transport.*handle*:ipc_transport.a_peer_whose_memory_cannot_be_read*
 peer-made-host ~~ src/ipc/import/cux_ipc_proof.h ~~  && (key->system_id == peer->system_id) ~~  ~~ ipc_hosts*:*audit5*
 key-table-slot ~~ src/ipc/export/cux_ipc_key_table.c ~~ holds = (slot != NULL) && (slot->magic != 0) && !memcmp(slot, key, sizeof(*key)); ~~ holds = (slot != NULL) && (slot->magic != 0); ~~ ipc_containers.keys*:ipc_transport.*key*
 server-peercred ~~ src/ipc/channel/cux_ipc_channel_serve.c ~~ (cred.uid != geteuid()) ~~ (0) ~~ ipc_channel*
@@ -43,15 +42,17 @@ channel-namespace-start-time ~~ src/ipc/import/cux_ipc_proof_channel.c ~~ (((uin
 channel-listener-process ~~ src/ipc/import/cux_ipc_proof_channel.c ~~ (cux_ipc_proof_listener_inode(listener) == addr->process) ~~ (1) ~~ ipc_containers.*
 channel-hello ~~ src/ipc/import/cux_ipc_proof_channel.c ~~ (reply.proof == cux_ipc_proof_hello_hash(addr, nonce)) ~~ (1) ~~ ipc_containers.*:ipc_channel.*
 hello-answer-hides-secret ~~ src/ipc/export/cux_ipc_identity.c ~~     return cux_siphash(key, &in, sizeof(in));\n}\n ~~     return addr->secret ^ nonce ^ (key[0] & 0);\n}\n ~~ ipc_channel.*
-span-reply-length ~~ src/ipc/import/cux_ipc_proof_channel.c ~~ != (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + len)) || ~~ < (ssize_t)CUX_IPC_CHANNEL_REPLY_HEADER) || ~~ ipc_containers.*:ipc_channel.*
+span-reply-length ~~ src/ipc/import/cux_ipc_proof_channel.c ~~ !=\n         (ssize_t)(CUX_IPC_CHANNEL_REPLY_HEADER + len)) || ~~ <\n         (ssize_t)CUX_IPC_CHANNEL_REPLY_HEADER) || ~~ ipc_containers.*:ipc_channel.*
 reply-extra-descriptors ~~ src/base/cux_fd_passing.h ~~                 close(got); ~~                 (void)got; ~~ ipc_channel.*
-channel-connections-bounded ~~ src/ipc/channel/cux_ipc_channel_serve.c ~~ (n - 2 >= cux_ipc_channel_clients_max()) ~~ (n - 2 >= CUX_IPC_CHANNEL_CLIENTS_MAX) ~~ ipc_audit5_server.*
+channel-connections-bounded ~~ src/ipc/channel/cux_ipc_channel_serve.c ~~ (n - 2 >= cux_ipc_channel_clients_max()) ~~ (n - 2 >= cux_ipc_channel_clients_max() * 0 + CUX_IPC_CHANNEL_CLIENTS_MAX) ~~ ipc_audit5_server.*
 remote-domain ~~ src/ipc/import/cux_ipc_proof_remote.c ~~ (addr->clique != ours.clique) ~~ (0) ~~ ipc_hosts*
 remote-not-a-local-process ~~ src/ipc/import/cux_ipc_proof_remote.c ~~ (ucs_sys_get_proc_create_time(addr->pid) == addr->start_time) ~~ (0) ~~ ipc_hosts*:*audit5*
-remote-fabric-keys-only ~~ src/ipc/import/cux_ipc_proof_remote.c ~~ if (!cux_ipc_rkey_crosses_hosts(key)) { ~~ if (0) { ~~ ipc_hosts*
+remote-fabric-keys-only ~~ src/ipc/common/cux_ipc_rkey.c ~~ (!cux_ipc_rkey_crosses_hosts(rkey) || !other_hosts) ~~ (!other_hosts) ~~ ipc_hosts*
 cache-owner ~~ src/ipc/import/cux_ipc_cache.c ~~ (region->key.base == rkey->base) && (region->owner == owner)) { ~~ (region->key.base == rkey->base)) { ~~ ipc_containers.*:ipc_cache*
 cache-same-allocation ~~ src/ipc/import/cux_ipc_cache.c ~~ if (cux_ipc_rkey_same_allocation(&region->key, rkey)) { ~~ if (1) { ~~ ipc_cache*:ipc_transport.*
 rkey-covers ~~ src/ipc/common/cux_ipc_rkey.h ~~ (address - rkey->base <= rkey->length - length) ~~ (1) ~~ ipc_transport.*:ipc_rkey*
+sgl-bounds-before-issue ~~ src/ipc/cux_ipc_sgl.c ~~ !cux_ipc_rkey_covers(key, remote_addrs[i], span) ~~ 0 ~~ ipc_sgl.*
+sgl-room-before-issue ~~ src/ipc/cux_ipc_sgl.c ~~ if (completion->num_inflight + pieces > completion->max_inflight) { ~~ if (0) { ~~ ipc_sgl.*
 EOF
 )
 

@@ -133,8 +133,8 @@ size_t audit5_answer_ok(const cux_ipc_channel_request_t*, cux_ipc_channel_reply_
  * namespace (with any start time but ours), has us treat its keys as this process's own: cux_ipc_map
  * (src/ipc/import/cux_ipc_map.c, "if (cux_ipc_proof_key_is_own(key))") hands out key->base as the mapping, and
  * cux_ipc_proof_key_is_own (src/ipc/export/cux_ipc_identity.c) compares only pid and namespace, not the host. For a
- * peer on another host cux_ipc_peer_check_key returns after cux_ipc_remote_peer_check_key (a fabric-carrying kind
- * is all it asks), so the own-key proof (table and SipHash secret) is never made; cux_ipc_remote_peer_acceptable
+ * peer on another host cux_ipc_peer_check_key returned after its check of the key's kind (a fabric-carrying kind
+ * was all it asked), so the own-key proof (table and SipHash secret) is never made; cux_ipc_remote_peer_acceptable
  * refuses an address naming a process here only when its start time matches too. Any process that can connect over
  * UCP and claims another host (a real one of the domain, or one of this host: our pid, namespace, cluster and
  * clique are all in our own address) then reads and writes any address of this process through put/get: here,

@@ -35,6 +35,7 @@ extern "C" {
 #include "ipc/import/cux_ipc_import.h"
 #include "ipc/import/cux_ipc_proof.h"
 #include "ipc/import/cux_ipc_proof_channel.h"
+#include "ipc/common/cux_ipc_pidfs.h"
 #include "ipc/common/cux_ipc_rkey.h"
 }
 
@@ -97,12 +98,16 @@ struct fake_server {
     bool                 own_pid_namespace; /* runs as pid 1 of a PID namespace of its own (root) */
     bool                 guesses;   /* HELLO: answers without the secret (a stranger that found the socket) */
     bool                 nodump;    /* non-dumpable: a process without CAP_SYS_PTRACE may not read its namespace */
-    bool                 itself;    /* the claim names its own pid and start time */
+    bool                 itself;    /* the claim names its own pid, start time and pidfs inode */
+    int                  pid_offset; /* with itself and own_pid_namespace: the claim names its own namespace, and
+                                        the pid of another process of it (its own plus this) */
+    int                  span_pieces; /* SPAN: this many pieces (0: a refusal) */
 };
 
 /* A child process listening as token in dir and answering as told; its pid (the outer one where it runs in a
- * namespace of its own), or -1. */
-pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_server &how)
+ * namespace of its own), or -1. *claimed: the address it answers for. */
+pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_server &how,
+                        cux_ipc_iface_addr_t *claimed = nullptr)
 {
     int ready[2];
     if (pipe(ready) != 0) {
@@ -122,13 +127,19 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", socket_path(dir, token).c_str());
         int fd  = socket(AF_UNIX, SOCK_SEQPACKET, 0);
         bool ok = (fd >= 0) && (bind(fd, (struct sockaddr*)&sa, sizeof(sa)) == 0) && (listen(fd, 64) == 0);
-        (void)!write(ready[1], ok ? "y" : "n", 1);
         int nul = open("/dev/null", O_RDONLY);
         fake_server me = how;
         if (how.itself) {
-            me.claim.pid        = getpid();
+            struct stat ns;
+            me.claim.pid        = getpid() + how.pid_offset;
             me.claim.start_time = ucs_sys_get_proc_create_time(getpid());
+            me.claim.process    = cux_ipc_own_pidfs_inode();
+            if (how.own_pid_namespace && (stat("/proc/self/ns/pid", &ns) == 0)) {
+                me.claim.pid_ns = (uint64_t)ns.st_ino;
+            }
         }
+        (void)!write(ready[1], ok ? "y" : "n", 1);
+        (void)!write(ready[1], &me.claim, sizeof(me.claim));
         for (;;) {
             int conn = accept(fd, nullptr, nullptr);
             if (conn < 0) {
@@ -148,6 +159,13 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
                     known.secret = how.guesses ? 0 : known.secret;
                     reply.proof  = cux_ipc_proof_hello_hash(&known, req.hello.nonce);
                     len         += sizeof(reply.proof);
+                } else if ((req.op == CUX_IPC_CHANNEL_SPAN) && (how.span_pieces > 0)) {
+                    reply.status = UCS_OK;
+                    for (int i = 0; i < how.span_pieces; ++i) {
+                        reply.piece[i].base   = (uint64_t)i << 21;
+                        reply.piece[i].length = 2 << 20;
+                    }
+                    len += how.span_pieces * sizeof(reply.piece[0]);
                 } else if ((req.op == CUX_IPC_CHANNEL_PROVE) && how.prove_ok) {
                     reply.status = UCS_OK;
                 } else if ((req.op == CUX_IPC_CHANNEL_TAKE_FD) && (how.take_fd >= 0)) {
@@ -162,8 +180,13 @@ pid_t start_fake_server(const std::string &dir, uint64_t token, const fake_serve
     }
     close(ready[1]);
     char answer = 0;
-    bool ok     = (read(ready[0], &answer, 1) == 1) && (answer == 'y');
+    cux_ipc_iface_addr_t claim;
+    bool ok = (read(ready[0], &answer, 1) == 1) && (answer == 'y') &&
+              (read(ready[0], &claim, sizeof(claim)) == (ssize_t)sizeof(claim));
     close(ready[0]);
+    if (ok && (claimed != nullptr)) {
+        *claimed = claim;
+    }
     if (!ok && (pid > 0)) {
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
@@ -180,13 +203,14 @@ void stop_fake_server(pid_t pid)
     }
 }
 
-/* While it lives, the proof takes every listener for one the kernel does not show here (how 1: bound to its
- * pidfd where the kernel gives each process an inode, else to its connection; how 2: to its connection), as
- * between two containers: a test process cannot stand beside its peer's namespace. */
-class listeners_unshown {
+/* While it lives, the proof sees the kernel as how says (cux_ipc_proof_channel.h): listeners not shown here, as
+ * between two containers (CUX_IPC_TEST_UNSHOWN: bound to their pidfd's inode; ..._UNSHOWN_NO_PIDFS: to their
+ * connection), or shown by a kernel without pidfs (CUX_IPC_TEST_NO_PIDFS): a test process cannot stand beside
+ * its peer's namespace nor run on an older kernel. */
+class kernel_seen_as {
 public:
-    explicit listeners_unshown(int how) { cux_ipc_proof_channel_test_unshown(how); }
-    ~listeners_unshown() { cux_ipc_proof_channel_test_unshown(0); }
+    explicit kernel_seen_as(int how) { cux_ipc_proof_channel_test_unshown(how); }
+    ~kernel_seen_as() { cux_ipc_proof_channel_test_unshown(0); }
 };
 
 /* This process and its peers with UCX_CUDA_IPC_SOCKET_DIR naming a directory of the test's own, as two containers
@@ -417,9 +441,15 @@ TEST_F(ipc_containers, a_peer_out_of_reach_of_our_directory_or_of_another_user_i
     char answer = 0;
     ASSERT_EQ(1, read(ready[0], &answer, 1));
     ASSERT_EQ('y', answer) << "the impostor could not listen as uid 65534";
-    EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
-                                        (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
-    EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
+    for (int how_unshown : {0, 2}) {
+        /* 2: as between two containers, where the kernel shows no pid of the listener and no pidfs inode: the
+         * listener's uid is then all that refuses it (it answers the challenge) */
+        SCOPED_TRACE("listeners unshown: " + std::to_string(how_unshown));
+        kernel_seen_as kernel(how_unshown);
+        EXPECT_FALSE(uct_iface_is_reachable(m_iface, (const uct_device_addr_t*)forged.data(),
+                                            (const uct_iface_addr_t*)(forged.data() + m_hello.a)));
+        EXPECT_EQ(nullptr, ep_to(m_iface, forged.data(), forged.data() + m_hello.a));
+    }
     kill(impostor, SIGKILL);
     waitpid(impostor, nullptr, 0);
     close(ready[0]);
@@ -540,6 +570,9 @@ TEST_F(ipc_channel, a_process_of_our_namespace_that_claims_another_is_no_peer)
             a            = own.claim;
             a.pid        = server;
             a.start_time = ucs_sys_get_proc_create_time(server);
+            int pidfd    = (int)syscall(SYS_pidfd_open, server, 0);
+            a.process    = cux_ipc_pidfd_inode(pidfd); /* its own, as it would write it */
+            close(pidfd);
         });
         without_ptrace_capability scope;
         EXPECT_EQ(nullptr, ep_to(m_iface, itself.data(), itself.data() + m_hello.a))
@@ -556,7 +589,7 @@ TEST_F(ipc_channel, a_process_of_our_namespace_that_claims_another_is_no_peer)
  * no more of it than its connection. */
 TEST_F(ipc_containers, a_listener_that_does_not_know_the_addresss_secret_is_refused)
 {
-    listeners_unshown unshown(2);
+    kernel_seen_as kernel(2);
     start_peer(nullptr, true);
     ASSERT_FALSE(HasFatalFailure());
     fake_server how = {};
@@ -581,7 +614,46 @@ TEST_F(ipc_containers, a_listener_the_kernel_shows_must_be_the_process_its_addre
     how.prove_ok          = true;
     how.take_fd           = -1;
     how.own_pid_namespace = true; /* pid 1 of another namespace, as R is of its own */
-    expect_refused_under_the_peers_address(0xa4d17e0004ull, how);
+    for (int kernel : {CUX_IPC_TEST_KERNEL_AS_IS, CUX_IPC_TEST_NO_PIDFS}) {
+        /* without pidfs the address names no process: its namespace and start time tell the impostor apart */
+        SCOPED_TRACE(kernel ? "a kernel without pidfs" : "this kernel");
+        kernel_seen_as seen(kernel);
+        expect_refused_under_the_peers_address(0xa4d17e0004ull + kernel, how);
+    }
+}
+
+/* A listener the kernel shows below us is the pid its address names in its namespace: one that names its own
+ * namespace, start time and process but another pid of its namespace (a process of a container posing as its
+ * neighbour, whose legacy handles carry that pid) is refused, though it answers the challenge for that address. */
+TEST_F(ipc_containers, a_listener_the_kernel_shows_must_have_the_pid_its_address_names_in_its_namespace)
+{
+    const uint64_t token  = 0xa4d17e0006ull;
+    fake_server how       = {};
+    how.claim             = peer_addr(); /* its secret and device; the rest is the listener's own */
+    how.prove_ok          = true;
+    how.take_fd           = -1;
+    how.own_pid_namespace = true;
+    how.itself            = true;
+    for (int offset : {0, 1}) {
+        SCOPED_TRACE(offset ? "naming pid 2 of its namespace" : "naming itself, pid 1");
+        how.pid_offset    = offset;
+        how.claim.channel = token + offset;
+        cux_ipc_iface_addr_t claim;
+        pid_t server = start_fake_server(m_dir, token + offset, how, &claim);
+        ASSERT_GT(server, 0);
+        ASSERT_NE(cux_ipc_pid_namespace(), claim.pid_ns);
+        std::vector<uint8_t> forged = forged_addresses([&](cux_ipc_iface_addr_t &a) { a = claim; });
+        uct_ep_h ep = ep_to(m_iface, forged.data(), forged.data() + m_hello.a);
+        if (offset == 0) {
+            EXPECT_NE(nullptr, ep) << "the listener as its address names it (the test's own check)";
+        } else {
+            EXPECT_EQ(nullptr, ep) << "a listener naming another pid of its namespace was taken for it";
+        }
+        if (ep != nullptr) {
+            uct_ep_destroy(ep);
+        }
+        stop_fake_server(server);
+    }
 }
 
 /* Probe "an impostor of a contained peer poisons the mapping cache for the true peer": mappings were keyed by what
@@ -597,7 +669,7 @@ TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_
     for (int how_unshown : {1, 2}) {
         SCOPED_TRACE(how_unshown == 1 ? "listeners bound to their pidfd, or their connection" :
                                         "listeners bound to their connection");
-        listeners_unshown unshown(how_unshown);
+        kernel_seen_as kernel(how_unshown);
         start_peer(nullptr, true); /* R, pid 1 of a namespace of its own, and m_ep to it */
         ASSERT_FALSE(HasFatalFailure());
         EXPECT_NE(CUX_IPC_OWNER_PROCESS, CUX_IPC_OWNER_KIND(ucs_derived_of(m_ep, cux_ipc_ep_t)->peer.owner));
@@ -688,7 +760,7 @@ TEST_F(ipc_containers, endpoints_to_one_contained_peer_share_its_mappings_where_
 {
     for (int how_unshown : {0, 1, 2}) {
         SCOPED_TRACE("listeners unshown: " + std::to_string(how_unshown));
-        listeners_unshown unshown(how_unshown);
+        kernel_seen_as kernel(how_unshown);
         start_peer(nullptr, true);
         ASSERT_FALSE(HasFatalFailure());
         const uint64_t owner = ucs_derived_of(m_ep, cux_ipc_ep_t)->peer.owner;
@@ -762,6 +834,37 @@ TEST_F(ipc_channel, a_span_request_for_a_held_key_of_another_kind_gets_the_heade
 
     uct_md_mem_dereg(m_md, memh);
     ipc_free(0, alloc_pool_fd, dptr, size);
+}
+
+/* A span's table over the channel is taken whole or not at all: an answer with fewer pieces than the key has is
+ * refused, rather than the rest taken from whatever the reply buffer held. */
+TEST_F(ipc_channel, a_span_table_shorter_than_the_key_says_is_refused)
+{
+    const uint64_t token = 0xa4d17e0007ull;
+    cux_ipc_rkey_t key   = {};
+    key.kind       = CUX_IPC_KIND_VMM_SPAN;
+    key.span.count = 3;
+    for (int pieces : {3, 2, 1}) {
+        SCOPED_TRACE(std::to_string(pieces) + " pieces of 3");
+        fake_server how = {};
+        how.take_fd     = -1;
+        how.span_pieces = pieces;
+        pid_t server    = start_fake_server(m_dir, token + pieces, how);
+        ASSERT_GT(server, 0);
+        cux_ipc_peer_t peer = {};
+        peer.channel        = connect_to(m_dir, token + pieces);
+        ASSERT_GE(peer.channel, 0);
+        pthread_mutex_init(&peer.channel_lock, nullptr);
+        cux_ipc_span_piece_t got[CUX_IPC_SPAN_MAX];
+        memset(got, 0xee, sizeof(got));
+        EXPECT_EQ((pieces == 3) ? UCS_OK : UCS_ERR_UNREACHABLE, cux_ipc_proof_channel_span(&peer, &key, got));
+        if (pieces == 3) {
+            EXPECT_EQ(2ull << 21, got[2].base);
+        }
+        pthread_mutex_destroy(&peer.channel_lock);
+        close(peer.channel);
+        stop_fake_server(server);
+    }
 }
 
 /* Probe "a reply with two descriptors leaves one open in the importer": the importer received each reply with room
@@ -960,6 +1063,14 @@ TEST_F(ipc_channel, the_answer_to_hello_hands_a_stranger_nothing_to_pose_as_this
     const uint64_t first = reply.proof;
     hello(own, 2, &reply);
     EXPECT_NE(first, reply.proof) << "a recorded answer would do for another challenge";
+    /* nor does any answer give the secret away to one who chose the challenge (zero, or anything it mixes in) */
+    for (uint64_t nonce : {0ull, 1ull, 0x0123456789abcdefull}) {
+        hello(own, nonce, &reply);
+        EXPECT_EQ(nullptr, memmem(&reply, sizeof(reply), &own.secret, sizeof(own.secret))) << "nonce " << nonce;
+        EXPECT_NE(own.secret, reply.proof ^ nonce) << "the answer to nonce " << nonce << " is the secret mixed with it";
+        EXPECT_NE(own.secret, reply.proof + nonce);
+        EXPECT_NE(own.secret, reply.proof - nonce);
+    }
     close(conn);
 }
 
@@ -1112,7 +1223,7 @@ TEST(ipc_channel_server, a_socket_directory_others_may_write_is_a_warning)
  */
 TEST_F(ipc_containers, audit5_a_process_that_takes_rs_socket_name_is_refused_on_endpoints_to_r)
 {
-    listeners_unshown unshown(1);
+    kernel_seen_as kernel(1);
     start_peer(nullptr, true); /* R, pid 1 of a namespace of its own */
     ASSERT_FALSE(HasFatalFailure());
     const size_t size = 65536;

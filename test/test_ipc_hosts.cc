@@ -254,7 +254,8 @@ TEST_F(ipc_hosts, keys_of_another_host_without_a_fabric_handle_are_refused_at_un
 }
 
 /* A key reaches only the process that made it: a fabric key of the remote peer on an endpoint to a peer of this
- * host is refused, and a key of this host's peer on the remote peer's endpoint too. */
+ * host is refused, a key of this host's peer on the remote peer's endpoint too, and so is a key of a third host
+ * whose pid and namespace are the peer's. */
 TEST_F(ipc_hosts, a_key_is_used_only_on_an_endpoint_to_its_exporter)
 {
     ASSERT_TRUE(start_remote_peer());
@@ -279,6 +280,17 @@ TEST_F(ipc_hosts, a_key_is_used_only_on_an_endpoint_to_its_exporter)
         << "another host's key on an endpoint to a process of this one";
     EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_ep_put_zcopy(m_ep, &iov, 1, local_rb.addr, local_rb.rkey.rkey, &comp.comp))
         << "this host's key on an endpoint to a process of another";
+
+    /* a key of a third host's process with the same pid and namespace (pid 1 of a container, or of the initial
+     * namespace, is on every host): the host tells them apart, though the driver would open its fabric handle */
+    cux_ipc_rkey_t third = key_of(remote_reply);
+    third.system_id ^= 0x5a5a;
+    cux_ipc_rkey_seal(&third);
+    uct_rkey_bundle_t third_bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &third, &third_bundle));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_ep_put_zcopy(m_ep, &iov, 1, remote_rb.addr, third_bundle.rkey, &comp.comp))
+        << "a third host's key with the peer's pid and namespace on an endpoint to the peer";
+    uct_rkey_release(m_component, &third_bundle);
 
     uct_ep_destroy(local_ep);
     peer_free(local_rb.addr, &local_peer);

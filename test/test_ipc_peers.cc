@@ -788,6 +788,41 @@ TEST_F(ipc_transport, a_made_up_key_of_this_process_is_refused_wherever_its_byte
     cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), getpid());
 }
 
+/* A key this process handed out and took back is not proven by the key now in its place: the table's slot is
+ * handed to the next registration, and a key is held only where the slot holds it whole (a check of the slot
+ * alone took the stale key for the new one's, and a put through it wrote a buffer no longer exported). */
+TEST_F(ipc_transport, a_key_taken_back_is_refused_though_its_slot_holds_another)
+{
+    const size_t size = 65536;
+    buffer old_buf(buf_kind::cuda0, size), new_buf(buf_kind::cuda0, size);
+    old_buf.write(pattern(611, size));
+    uct_mem_h memh;
+    cux_ipc_rkey_t stale, now;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, old_buf.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &stale));
+    ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, new_buf.ptr(), size, UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, memh, &now));
+    ASSERT_EQ(stale.record, now.record) << "the table hands the freed slot out first";
+
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, &stale, &bundle));
+    void *ptr = nullptr;
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, uct_rkey_ptr(m_component, &bundle, (uintptr_t)old_buf.ptr(), &ptr));
+    uct_ep_h self_ep = ep_to_this_process(m_iface);
+    ASSERT_NE(nullptr, self_ep);
+    buffer local(buf_kind::cuda0, size);
+    local.write(pattern(612, size));
+    std::swap(m_ep, self_ep);
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, zcopy(true, local.ptr(), size, (uintptr_t)old_buf.ptr(), bundle.rkey));
+    std::swap(m_ep, self_ep);
+    EXPECT_TRUE(old_buf.read() == pattern(611, size)) << "a key taken back wrote the buffer it named";
+    uct_rkey_release(m_component, &bundle);
+    uct_ep_destroy(self_ep);
+    uct_md_mem_dereg(m_md, memh);
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), getpid());
+}
+
 
 /* Issue 36: a peer on this host in another PID namespace (a container without a shared one) is unreachable at
  * once, without a proof attempt, and the user hears why once per namespace, with the deployment setting that

@@ -224,6 +224,53 @@ TEST_F(ipc_sgl, a_list_with_a_bad_element_is_refused_before_anything_is_written)
     remote_free(a);
 }
 
+/* A list is issued whole or not at all: one that needs more pieces than the interface has room for while other
+ * copies are in flight gets UCS_ERR_NO_RESOURCE with none of its pieces issued (UCP retries the whole list from
+ * its pending queue), and goes whole once there is room. */
+TEST_F(ipc_sgl, a_list_without_room_for_all_its_pieces_issues_none_of_them)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "holds a copy in flight on purpose (the mock driver's MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t size = 1 << 20, piece = 4096, count = 8;
+    destroy_ep();
+    open_iface({{"MAX_INFLIGHT", std::to_string(count)}});
+    start_peer();
+    remote_buf a = remote_alloc(size, 0, 91, alloc_legacy);
+    ASSERT_NE(0u, a.addr);
+    ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 91));
+    buffer local(buf_kind::cuda0, size);
+    const std::vector<uint8_t> mine = pattern(92, size);
+    local.write(mine);
+    uint8_t *l = (uint8_t*)local.ptr();
+
+    uct_iov_t iov = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion first;
+    ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, a.addr, a.rkey.rkey, &first.comp);
+    ASSERT_EQ(UCS_INPROGRESS, status) << "a copy in flight, holding one place of " << count;
+    sgl_list list; /* every other block: one piece each */
+    for (size_t i = 1; i <= count; ++i) {
+        list.add(l + 2 * i * piece, piece, a.addr + 2 * i * piece, a.rkey.rkey);
+    }
+    counting_completion comp;
+    status = sgl_raw(list, nullptr, nullptr, comp);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, status) << count << " pieces with " << count - 1 << " places left";
+    if (status == UCS_INPROGRESS) {
+        wait(&comp.comp);
+    }
+    EXPECT_EQ(UCS_OK, wait(&first.comp));
+    EXPECT_EQ(0, comp.done);
+    std::vector<uint8_t> want = pattern(91, size);
+    std::copy(mine.begin(), mine.begin() + piece, want.begin());
+    EXPECT_TRUE(remote_image(a, size) == want) << "pieces of a list refused for want of room were written";
+
+    counting_completion again;
+    EXPECT_EQ(UCS_OK, sgl(true, list, again)) << "the whole list, once there is room";
+    list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+    EXPECT_TRUE(remote_image(a, size) == want);
+    remote_free(a);
+}
+
 /* Issue 45, item 4: a list whose later element carries a key its peer no longer holds (the buffer freed and its
  * registration gone since the key came) writes nothing, not its earlier pieces: every element's allocation is
  * proven and mapped before the first piece is issued. The mappings taken for it are given back. */

@@ -39,9 +39,10 @@ void cux_ipc_proof_own_address(cux_ipc_iface_addr_t *addr, uint64_t pid_ns);
 /* Is the key of this very process (this host, pid and PID namespace)? Its own-key proof is separate. */
 int cux_ipc_proof_key_is_own(const cux_ipc_rkey_t *key);
 
-/* Did this process hand the key out, does it still hold it, with the secret only it computes? use (or NULL) runs
- * with its table of keys out locked while it holds the key (cux_ipc_key_table_use): the one check of an own key,
- * for an endpoint to this process and for a peer of another namespace asking over the channel. */
+/* Did this process hand the key out, and does it still hold it, byte for byte (the secret only it computes among
+ * them)? use (or NULL) runs with its table of keys out locked while it holds the key (cux_ipc_key_table_use): the
+ * one check of an own key, for an endpoint to this process and for a peer of another namespace asking over the
+ * channel. */
 int cux_ipc_proof_own_key_use(const cux_ipc_rkey_t *key, void (*use)(const cux_ipc_rkey_t *key, void *arg),
                               void *arg);
 

@@ -124,8 +124,6 @@ int cux_ipc_remote_peer_acceptable(const cux_ipc_iface_addr_t *addr, uint64_t pi
 /* The same, opened as an endpoint's peer (UCS_ERR_UNREACHABLE, logged at debug level, if it is not one). */
 ucs_status_t cux_ipc_remote_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_addr_t *addr, uint64_t system_id,
                                       uint64_t pid_ns);
-/* Is the key one that crosses hosts by itself (a fabric handle)? UCS_ERR_UNREACHABLE otherwise. */
-ucs_status_t cux_ipc_remote_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key);
 /* A peer known only from one of its keys (rkey_ptr has no endpoint): this process, or a process whose address an
  * endpoint of this process proved (its table of keys known from then), with a pidfd held; UCS_ERR_UNREACHABLE
  * otherwise. Its keys must then be proven in its memory, whatever the proof mode. */

@@ -32,11 +32,25 @@
 #include <unistd.h>
 
 
-static int cux_ipc_proof_unshown_for_tests; /* cux_ipc_proof_channel_test_unshown */
+static int cux_ipc_proof_kernel_for_tests; /* cux_ipc_proof_channel_test_unshown */
 
 void cux_ipc_proof_channel_test_unshown(int how)
 {
-    __atomic_store_n(&cux_ipc_proof_unshown_for_tests, how, __ATOMIC_RELAXED);
+    __atomic_store_n(&cux_ipc_proof_kernel_for_tests, how, __ATOMIC_RELAXED);
+}
+
+static int cux_ipc_proof_kernel_shows_listeners(void)
+{
+    int how = __atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED);
+
+    return (how == CUX_IPC_TEST_KERNEL_AS_IS) || (how == CUX_IPC_TEST_NO_PIDFS);
+}
+
+static int cux_ipc_proof_kernel_has_pidfs(void)
+{
+    int how = __atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED);
+
+    return (how == CUX_IPC_TEST_KERNEL_AS_IS) || (how == CUX_IPC_TEST_UNSHOWN);
 }
 
 /* --- asking --- */
@@ -182,8 +196,7 @@ static ucs_status_t cux_ipc_proof_listener_shown(const cux_ipc_iface_addr_t *add
 /* The pidfs inode of the listener's pidfd; 0 where the kernel gives none (or a test plays a kernel before 6.9). */
 static uint64_t cux_ipc_proof_listener_inode(const cux_ipc_channel_listener_t *listener)
 {
-    return (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) < 2) ?
-           cux_ipc_pidfd_inode(listener->pidfd) : 0;
+    return cux_ipc_proof_kernel_has_pidfs() ? cux_ipc_pidfd_inode(listener->pidfd) : 0;
 }
 
 /* A listener the kernel does not show by pid here: the process its pidfd names where the kernel gives each
@@ -205,7 +218,7 @@ static uint64_t cux_ipc_proof_listener_unshown(const cux_ipc_channel_listener_t 
  * the connection is all there is (docs/threat-model.md). */
 static int cux_ipc_proof_listener_is(const cux_ipc_iface_addr_t *addr, const cux_ipc_channel_listener_t *listener)
 {
-    return (addr->process == 0) || (__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED) >= 2) ||
+    return (addr->process == 0) || !cux_ipc_proof_kernel_has_pidfs() ||
            (cux_ipc_proof_listener_inode(listener) == addr->process);
 }
 
@@ -256,7 +269,7 @@ ucs_status_t cux_ipc_proof_channel_open(cux_ipc_peer_t *peer, const cux_ipc_ifac
                                             "(UCX_LOG_LEVEL=debug says which)");
         return UCS_ERR_UNREACHABLE;
     }
-    status = ((listener.pid > 0) && !__atomic_load_n(&cux_ipc_proof_unshown_for_tests, __ATOMIC_RELAXED)) ?
+    status = ((listener.pid > 0) && cux_ipc_proof_kernel_shows_listeners()) ?
              cux_ipc_proof_listener_shown(addr, &listener, &owner, &why) : UCS_ERR_UNSUPPORTED;
     if (status == UCS_ERR_UNSUPPORTED) {
         owner  = cux_ipc_proof_listener_unshown(&listener);

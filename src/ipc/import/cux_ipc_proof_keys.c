@@ -54,7 +54,9 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
                                    key->pid_ns, key->system_id, peer->pid, peer->pid_ns, peer->system_id);
     }
     if (cux_ipc_peer_is_remote(peer)) {
-        return cux_ipc_remote_peer_check_key(peer, key);
+        /* its exporter's key (above), of another host: it passed unpack only with a fabric handle
+         * (cux_ipc_rkey_unpack), which the driver opens for a holder of an IMEX channel alone */
+        return UCS_OK;
     }
     if (peer->channel >= 0) {
         return cux_ipc_proof_channel_key(peer, key);
@@ -68,7 +70,7 @@ ucs_status_t cux_ipc_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
         return UCS_OK; /* bound at mapping time by the pid in the handle */
     }
     if (cux_ipc_proof_key_is_own(key)) {
-        /* a key of this very process: in its own table, and with the secret only it can compute */
+        /* a key of this very process: in its own table as it was handed out, secret and all */
         if (!cux_ipc_proof_own_key_use(key, NULL, NULL)) {
             return cux_ipc_peer_reject(peer, "a key of this process for 0x%" PRIx64 "+%" PRIu64 " that it did "
                                        "not hand out (made up, or already deregistered): refused", key->base,

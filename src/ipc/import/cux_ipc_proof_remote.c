@@ -67,13 +67,3 @@ ucs_status_t cux_ipc_remote_peer_open(cux_ipc_peer_t *peer, const cux_ipc_iface_
               peer->pid, system_id);
     return UCS_OK;
 }
-
-ucs_status_t cux_ipc_remote_peer_check_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key)
-{
-    if (!cux_ipc_rkey_crosses_hosts(key)) {
-        return cux_ipc_peer_reject(peer, "pid %d of host 0x%" PRIx64 " sent a key that carries no fabric handle "
-                                   "(memory that goes between processes of one host only): refused", peer->pid,
-                                   peer->system_id);
-    }
-    return UCS_OK;
-}
