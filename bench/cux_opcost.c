@@ -8,12 +8,18 @@
  * With ALLOCATIONS, the pointer query is also measured with that many 45 KB allocations alive, each asked in turn
  * (a KV cache of one allocation per block: issue 34), and nothing else.
  *
+ * OPCOST_IPC_ONLY=1 measures the driver queries and cuda_ipc alone. OPCOST_EXPORTER_PIDNS=1 (root) starts the
+ * exporter as pid 1 of a PID namespace of its own, as a container is: its address and keys are then proven over
+ * its socket (set UCX_CUDA_IPC_SOCKET_DIR), and the proof lines are that first contact's cost.
+ *
  * Prints one line per measurement: name, nanoseconds per operation (median of 5 rounds).
  */
+#define _GNU_SOURCE /* unshare */
 #include "driver/cux_driver.h"
 #include "driver/cux_device.h"
 #include "base/cux_copy_kernel_ptx.h"
 #include "base/cux_ptr.h"
+#include "ipc/common/cux_ipc_addr.h"
 #include "ipc/common/cux_ipc_rkey.h"
 #include "ipc/import/cux_ipc_proof.h"
 #include "ipc/import/cux_ipc_import.h"
@@ -24,6 +30,10 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -737,6 +747,30 @@ static void run_exporter(int fd)
     _exit(0);
 }
 
+/* OPCOST_EXPORTER_PIDNS: the exporter as pid 1 of a PID namespace of its own, with its own /proc. */
+static int opcost_exporter_contained(void)
+{
+    const char *v = getenv("OPCOST_EXPORTER_PIDNS");
+
+    return (v != NULL) && (atoi(v) != 0);
+}
+
+static void enter_own_pid_namespace(void)
+{
+    pid_t inner;
+    int st;
+
+    CHECK(unshare(CLONE_NEWPID | CLONE_NEWNS) == 0, "exporter: unshare (OPCOST_EXPORTER_PIDNS needs root)");
+    inner = fork();
+    CHECK(inner >= 0, "exporter: fork into its namespace");
+    if (inner > 0) {
+        _exit(((waitpid(inner, &st, 0) == inner) && WIFEXITED(st)) ? WEXITSTATUS(st) : 1);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    CHECK((mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) &&
+          (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0), "exporter: its /proc");
+}
+
 static pid_t start_exporter(int *fd_p)
 {
     int sv[2];
@@ -747,6 +781,9 @@ static pid_t start_exporter(int *fd_p)
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
         close(sv[0]);
+        if (opcost_exporter_contained()) {
+            enter_own_pid_namespace();
+        }
         run_exporter(sv[1]);
     }
     close(sv[1]);
@@ -814,13 +851,22 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
     /* the importing side, on the exporter's keys */
     MEASURE("cuda_ipc rkey_unpack + rkey_release", iters,
             (uct_rkey_unpack(ipc.component, msg.keys[0], &bundle), uct_rkey_release(ipc.component, &bundle)));
-    memcpy(&addr, msg.addr + 64, sizeof(addr));
-    MEASURE("cuda_ipc proof of the peer's address (pidfd, /proc, read-back)", iters / 10 + 1,
-            (cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO), cux_ipc_peer_close(&peer)));
-    CHECK(cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO) == UCS_OK, "peer proof");
-    printf("# the exporter's memory %s be read here: keys are proven %s\n", peer.readable ? "can" : "cannot",
-           peer.readable ? "by reading them back" : "by the pid in the driver's handle");
-    MEASURE("cuda_ipc proof of a key (read back from the exporter)", iters,
+    cux_ipc_addr_unpack(&addr, msg.addr + 64, SIZE_MAX);
+    if (opcost_exporter_contained()) {
+        printf("# the exporter is pid %d of a PID namespace of its own: proven over its socket\n", addr.pid);
+        MEASURE("cuda_ipc proof of the peer's address (its socket)", iters / 10 + 1,
+                (cux_ipc_peer_open(&peer, &addr, cux_ipc_pid_namespace(), CUX_IPC_PROOF_AUTO),
+                 cux_ipc_peer_close(&peer)));
+    } else {
+        MEASURE("cuda_ipc proof of the peer's address (pidfd, /proc, read-back)", iters / 10 + 1,
+                (cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO), cux_ipc_peer_close(&peer)));
+    }
+    CHECK(cux_ipc_peer_open(&peer, &addr, cux_ipc_pid_namespace(), CUX_IPC_PROOF_AUTO) == UCS_OK, "peer proof");
+    printf("# keys are proven %s\n", (peer.channel >= 0) ? "by asking the exporter over its socket" :
+                                      peer.readable ? "by reading them back from the exporter's memory" :
+                                                      "by the pid in the driver's handle (its memory cannot be read)");
+    MEASURE((peer.channel >= 0) ? "cuda_ipc proof of a key (asked over its socket)" :
+                                  "cuda_ipc proof of a key (read back from the exporter)", iters,
             cux_ipc_peer_check_key(&peer, (const cux_ipc_rkey_t*)msg.keys[0]));
     cux_ipc_peer_close(&peer);
 
@@ -850,6 +896,48 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
     cux_ipc_cache_purge_pid(&cux_ipc_cache, addr.pid_ns, addr.pid);
 }
 
+/* The copy engine's and cuda_copy's costs (everything but cuda_ipc). */
+static void measure_copies(unsigned iters, ucs_async_context_t *async, char *host, CUdeviceptr d0, CUdeviceptr d0b,
+                           CUdeviceptr d1, CUcontext ctx, CUcontext ctx1)
+{
+    transport_t copy;
+
+    measure_small_copy_throughput(d0, d0b);
+    measure_small_copy_kernel(d0, d0b);
+    measure_peer_copy_levers(iters, d0, d1, ctx, ctx1);
+    measure_small_copy_levers(iters, d0, d1, ctx, ctx1);
+    measure_copy_ceilings(ctx, ctx1);
+    cux_drv.cuCtxSetCurrent(ctx);
+
+    /* cuda_copy: UCP 1.13 packs and unpacks GPU memory with these, one per fragment */
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, "SHORT_WAIT", "block", NULL);
+    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=block", iters,
+            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=block", iters,
+            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=block", iters,
+            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
+    close_transport(&copy);
+    open_transport("cuda_cpy", "cuda_copy", async, &copy, NULL, NULL, NULL);
+    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=spin", iters,
+            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=spin", iters,
+            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=spin", iters,
+            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
+    MEASURE("cuda_copy zcopy 64 KB GPU->GPU, issue to completion", iters,
+            zcopy_roundtrip(&copy, (void*)d0b, (void*)d0, 65536, 0));
+    {
+        /* what UCP asks about every GPU buffer with its cache off (and once per buffer with UCX's hooks);
+         * includes synchronous memory operations unless CUX_SYNC_MEMOPS=n */
+        uct_md_mem_attr_t attr = {.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_SYS_DEV |
+                                                UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
+                                                UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH};
+        MEASURE("cuda_copy mem_query, device memory", iters, uct_md_mem_query(copy.md, (void*)d0, 8, &attr));
+    }
+    close_transport(&copy);
+}
+
 int main(int argc, char **argv)
 {
     unsigned iters  = (argc > 1) ? (unsigned)atoi(argv[1]) : 20000;
@@ -857,7 +945,6 @@ int main(int argc, char **argv)
     int peer_dev   = 0;
     CUdeviceptr d0, d1, d0b;
     ucs_async_context_t *async;
-    transport_t copy;
     CUcontext ctx, ctx1;
     char host[65536];
 
@@ -898,43 +985,10 @@ int main(int argc, char **argv)
         measure_ptr_query_many(allocs);
         return 0;
     }
-
-    measure_small_copy_throughput(d0, d0b);
-    measure_small_copy_kernel(d0, d0b);
-    measure_peer_copy_levers(iters, d0, d1, ctx, ctx1);
-    measure_small_copy_levers(iters, d0, d1, ctx, ctx1);
-    measure_copy_ceilings(ctx, ctx1);
-    cux_drv.cuCtxSetCurrent(ctx);
-
     CHECK(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async) == UCS_OK, "async");
-
-    /* cuda_copy: UCP 1.13 packs and unpacks GPU memory with these, one per fragment */
-    open_transport("cuda_cpy", "cuda_copy", async, &copy, "SHORT_WAIT", "block", NULL);
-    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=block", iters,
-            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=block", iters,
-            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=block", iters,
-            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
-    close_transport(&copy);
-    open_transport("cuda_cpy", "cuda_copy", async, &copy, NULL, NULL, NULL);
-    MEASURE("cuda_copy put_short 8 B host->GPU, SHORT_WAIT=spin", iters,
-            uct_ep_put_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy get_short 8 B GPU->host, SHORT_WAIT=spin", iters,
-            uct_ep_get_short(copy.ep, host, 8, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy put_short 8 KB host->GPU, SHORT_WAIT=spin", iters,
-            uct_ep_put_short(copy.ep, host, 8192, (uintptr_t)d0, 0));
-    MEASURE("cuda_copy zcopy 64 KB GPU->GPU, issue to completion", iters,
-            zcopy_roundtrip(&copy, (void*)d0b, (void*)d0, 65536, 0));
-    {
-        /* what UCP asks about every GPU buffer with its cache off (and once per buffer with UCX's hooks);
-         * includes synchronous memory operations unless CUX_SYNC_MEMOPS=n */
-        uct_md_mem_attr_t attr = {.field_mask = UCT_MD_MEM_ATTR_FIELD_MEM_TYPE | UCT_MD_MEM_ATTR_FIELD_SYS_DEV |
-                                                UCT_MD_MEM_ATTR_FIELD_BASE_ADDRESS |
-                                                UCT_MD_MEM_ATTR_FIELD_ALLOC_LENGTH};
-        MEASURE("cuda_copy mem_query, device memory", iters, uct_md_mem_query(copy.md, (void*)d0, 8, &attr));
+    if ((getenv("OPCOST_IPC_ONLY") == NULL) || !atoi(getenv("OPCOST_IPC_ONLY"))) {
+        measure_copies(iters, async, host, d0, d0b, d1, ctx, ctx1);
     }
-    close_transport(&copy);
 
     /* cuda_ipc: what a rendezvous message costs on either side, and what proving a peer costs (issue 19), with
      * the exporter child started before the driver was loaded */

@@ -6,6 +6,7 @@
  *
  *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | --sibling-namespaces]
  *                 [--threads N] [--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
+ *   cux_ucp_datacheck --list      (each case's index and name, tab-separated)
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
  * (1, 7-9, and 2^k-1, 2^k, 2^k+1 for k = 6..24). Each message sits inside a larger allocation, CHECK_LEAD
@@ -1087,7 +1088,12 @@ int main(int argc, char **argv)
     int passed = 0, failed = 0, skipped = 0, sizes_given = 0, i;
 
     for (i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--fill-sync")) {
+        if (!strcmp(argv[i], "--list")) {
+            for (size_t k = 0; k < sizeof(check_cases) / sizeof(check_cases[0]); ++k) {
+                printf("%zu\t%s\n", k, check_cases[k].what);
+            }
+            return 0;
+        } else if (!strcmp(argv[i], "--fill-sync")) {
             check_fill_sync = 1;
         } else if (!strcmp(argv[i], "--only") && (i + 1 < argc)) {
             check_only = argv[++i];
@@ -1119,7 +1125,7 @@ int main(int argc, char **argv)
             check_sizes[sizes_given++] = strtoull(argv[i], NULL, 0);
             check_num_sizes            = sizes_given;
         } else {
-            fprintf(stderr, "usage: %s [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | "
+            fprintf(stderr, "usage: %s --list | [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | "
                     "--sibling-namespaces] [--threads N] "
                     "[--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;

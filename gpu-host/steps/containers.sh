@@ -19,7 +19,8 @@
 #    setting, interleaved REPEATS times with both on the host; without it; and a client of another uid that
 #    cannot enter the directory. UCX_LOG_LEVEL=info's endpoint lines say which transport carried the data.
 #    CUX_CONTAINERS_SIZES: the message sizes (64 KB, 1 MB, 16 MB); CUX_CONTAINERS_GTEST_ALL=1 also runs every
-#    cuda_ipc and parity gtest on the GPU.
+#    cuda_ipc and parity gtest on the GPU; CUX_CONTAINERS_PERFTEST_ONLY=1 runs 3 alone (a baseline module's
+#    carry beside this one's, in one call).
 # Writes $OUT/containers.txt and logs.
 set -u
 . "$(dirname "$0")/../lib.sh" # top, carry, say, failed, the shared set-up
@@ -43,6 +44,7 @@ export CUX_MODULE="$carry/libuct_cuda.so.0" CUX_PERFTEST_LIB="$carry/libcux_perf
 run="$carry/ucx-cuda-run"
 say "Debian's UCX $(ucx_info -v | head -1 | tr -s ' '), $(nvidia-smi -L | head -2 | tr '\n' ' ')"
 
+if [ "${CUX_CONTAINERS_PERFTEST_ONLY:-0}" != 1 ]; then
 say "1. gtest (system driver): the container tests"
 CUX_TEST_SUITE=system CUX_TEST_REQUIRE_GPU=1 timeout -k 5 300 "$carry/cux_gtest" \
     --gtest_filter='ipc_containers.*:ipc_channel*:ipc_transport.a_peer_in_a*:ipc_pidns_probe.*' >"$out/gtest.log" 2>&1
@@ -56,9 +58,12 @@ if [ "${CUX_CONTAINERS_GTEST_ALL:-0}" = 1 ]; then
     grep -E '^\[ +(FAILED|PASSED) +\]|tests? ran|^exit' "$out/gtest-ipc.log" | sort -u >>"$report"
 fi
 
+fi
+
 dir=/tmp/cux-sockets
 rm -rf "$dir"
 mkdir -m 700 "$dir"
+if [ "${CUX_CONTAINERS_PERFTEST_ONLY:-0}" != 1 ]; then
 say "2. cux_ucp_datacheck --pid-namespace (sender pid 1 of its own namespace), UCX_CUDA_IPC_SOCKET_DIR=$dir"
 for args in "--peer-errors 8 65539 1048576 16777216" "--sweep --only 1"; do
     UCX_CUDA_IPC_SOCKET_DIR=$dir UCX_TLS=self,tcp,cuda_copy,cuda_ipc CUX_MEMTYPE=query timeout -k 5 400 \
@@ -68,6 +73,8 @@ for args in "--peer-errors 8 65539 1048576 16777216" "--sweep --only 1"; do
     grep -E '^(PASS|FAIL|SKIP)|passed|^exit|cuda_ipc/cuda' "$out/datacheck-${args%% *}.log" | awk '!seen[$0]++' |
         cut -c1-200 >>"$report"
 done
+
+fi
 
 say "3. ucx_perftest tag_bw -m cuda, UCX_TLS=self,tcp,cuda_copy,cuda_ipc, server in its own PID namespace"
 port=23000
