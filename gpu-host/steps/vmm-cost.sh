@@ -7,8 +7,9 @@
 # CARRY as gpu-host/run containers takes it (Debian's UCX packages, our module, ucx-cuda-run, cux_ucp_datacheck).
 # Per memory kind (cuMemAlloc; cuMemCreate with a POSIX descriptor; two cuMemCreate in one reserved range) and
 # size, two processes on GPU 0 send one buffer back and forth with every message checked
-# (cux_ucp_datacheck --only CASE --rounds N SIZE): the time of a run with many rounds less that of one with few,
-# divided by the messages between, is the cost of one message (start-up and set-up cancel out). REPEATS
+# (cux_ucp_datacheck --only CASE --rounds N SIZE; the VMM cases send every size twice): the time of a run with
+# many rounds less that of one with few, divided by the messages between, is the cost of one message (start-up and
+# set-up cancel out). REPEATS
 # (default 3) interleaved. With DRVCOUNT_LIB (bench/cux_drvcount), each process's driver calls per message of a
 # further run. UCX_TLS=self,tcp,cuda_copy,cuda_ipc; CUX_VMM_COST_ENV adds variables (for instance
 # CUX_MEMTYPE=hooks); CUX_VMM_COST_SIZES the sizes (64 KB, 1 MB, 64 MB). Writes $OUT/vmm-cost.txt.
@@ -60,20 +61,24 @@ for r in $(seq 1 "$repeats"); do
             [ -n "$i" ] || { failed "no case '$kind' in cux_ucp_datacheck --list"; continue; }
             a=$(timed "$i" "$few" "$size" "$out/vmm-cost/$i-$size-few-$r.log") || failed "$kind, $size, $few rounds"
             b=$(timed "$i" "$many" "$size" "$out/vmm-cost/$i-$size-many-$r.log") || failed "$kind, $size, $many rounds"
-            printf '%s\t%s\t%s\t%s\t%s\n' "$kind" "$size" "$r" "${a:-}" "${b:-}" >>"$out/vmm-cost/times.tsv"
+            # cases of descriptor-exported memory send their sizes twice (cux_ucp_datacheck counts descriptors)
+            passes=1
+            grep -q 'descriptors after the first pass' "$out/vmm-cost/$i-$size-many-$r.log" && passes=2
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$size" "$r" "${a:-}" "${b:-}" "$passes" \
+                >>"$out/vmm-cost/times.tsv"
         done
     done
 done
 
-say "per message (two per round: there and back), ($many - $few) rounds' difference, median [min, max] of $repeats"
+say "per message (two per round and pass: there and back), ($many - $few) rounds' difference, median [min, max] of $repeats"
 python3 - "$out/vmm-cost/times.tsv" "$few" "$many" <<'PY' | tee -a "$report"
 import collections, statistics, sys
 path, few, many = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 cost = collections.defaultdict(list)
 for line in open(path):
-    kind, size, _, a, b = line.rstrip("\n").split("\t")
+    kind, size, _, a, b, passes = line.rstrip("\n").split("\t")
     if a and b:
-        cost[(kind, int(size))].append((float(b) - float(a)) / (2 * (many - few)) * 1e6)
+        cost[(kind, int(size))].append((float(b) - float(a)) / (2 * int(passes) * (many - few)) * 1e6)
 sizes = sorted({s for _, s in cost})
 kinds = list(dict.fromkeys(k for k, _ in cost))
 print("| memory | " + " | ".join("%d KB" % (s >> 10) for s in sizes) + " |")
@@ -87,12 +92,14 @@ for k in kinds:
 PY
 
 if [ -n "$drvcount" ]; then
-    say "driver calls per message and process (bench/cux_drvcount, $many rounds: $((2 * many)) messages each way)"
+    say "driver calls per message and process (bench/cux_drvcount, $many rounds)"
     for kind in "${kinds[@]}"; do
         i=$(index_of "$kind")
         [ -n "$i" ] || continue
         for size in 65536; do
-            CUDA_INJECTION64_PATH=$drvcount CUX_DRVCOUNT_AT_EXIT=$((2 * many)) timeout -k 5 300 "$run" "$check" \
+            passes=1
+            [ "$kind" = "${kinds[0]}" ] || passes=2
+            CUDA_INJECTION64_PATH=$drvcount CUX_DRVCOUNT_AT_EXIT=$((2 * passes * many)) timeout -k 5 300 "$run" "$check" \
                 --only "$i" --rounds "$many" "$size" >"$out/vmm-cost/drvcount-$i-$size.log" 2>&1 ||
                 failed "$kind with cux_drvcount"
             { echo "-- $kind, $size bytes"; grep -v '^PASS\|^SKIP\|passed,' "$out/vmm-cost/drvcount-$i-$size.log"; } |
