@@ -255,6 +255,45 @@ TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_ow
     EXPECT_NE(std::string::npos, r.output.find("cuda_ipc/cuda")) << "cuda_ipc not chosen:\n" << r.output;
 }
 
+/* Issue 59: UCP 1.13 registers GPU memory per message, and every message of VMM or pool memory exported the
+ * allocation again (and closed it): 1.3 ms a message on the H200. Counted in both processes with the mock driver,
+ * more messages of the same buffers make no more descriptor exports and no more imports (hence no more
+ * descriptor transfers, which only an import follows): two runs of each case, 1 and 4 round trips per size. */
+TEST_F(ucp_programs, more_messages_of_the_same_buffer_make_no_more_exports_or_imports)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "counts the mock driver's exports and imports (MOCK_CUDA_COUNTS_DIR)";
+    }
+    auto counts = [&](const std::string &only, int rounds, long *exports, long *imports) {
+        char dir[] = "/tmp/cux-counts-XXXXXX";
+        ASSERT_NE(nullptr, mkdtemp(dir));
+        command_result r = ucp_check(std::string("CUX_MEMTYPE=query MOCK_CUDA_COUNTS_DIR=") + dir,
+                                     "--only " + only + " --rounds " + std::to_string(rounds) + " 65539 1048576",
+                                     "self,tcp,cuda_copy,cuda_ipc");
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+        command_result sum = run_command(std::string("cat ") + dir + "/counts-* 2>/dev/null | awk "
+                                         "'/^descriptor exports/ {e += $3} /^imports/ {i += $2} END {print e + 0, i + 0}'");
+        run_command(std::string("rm -rf ") + dir);
+        ASSERT_EQ(2, sscanf(sum.output.c_str(), "%ld %ld", exports, imports)) << sum.output;
+    };
+    command_result list = run_command(build_path("test/cux_ucp_datacheck") + " --list");
+    for (const char *name : {"GPU0 -> GPU0, two processes", "VMM GPU0 -> VMM GPU0, two processes",
+                             "VMM across two allocations GPU0 -> GPU0, two processes",
+                             "shareable pool GPU0 -> GPU0, two processes"}) {
+        SCOPED_TRACE(name);
+        size_t at = list.output.find(std::string("\t") + name + "\n");
+        ASSERT_NE(std::string::npos, at) << list.output;
+        const std::string index = list.output.substr(list.output.rfind('\n', at) + 1, at - list.output.rfind('\n', at) - 1);
+        long exports1, imports1, exports4, imports4;
+        counts(index, 1, &exports1, &imports1);
+        counts(index, 4, &exports4, &imports4);
+        EXPECT_GT(imports1, 0) << "cuda_ipc carried nothing";
+        EXPECT_EQ(exports1, exports4) << "descriptor exports grew with the messages";
+        EXPECT_EQ(imports1, imports4) << "imports grew with the messages";
+    }
+}
+
 /* Issue 57: two containers whose programs are both pid 1 (docker run twice, two pods: sibling PID namespaces, each
  * with its own IPC and UTS namespaces too). The driver takes a legacy handle that carries the importer's own pid
  * number for one of the importer's own (the mock refuses it as the driver does); the module opens such handles

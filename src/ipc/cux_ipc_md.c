@@ -76,6 +76,13 @@ static ucs_config_field_t cux_ipc_md_config_table[] = {
      "of the process's descriptor limit (RLIMIT_NOFILE) when the memory domain opens.",
      ucs_offsetof(cux_ipc_md_config_t, max_exported_fds), UCS_CONFIG_TYPE_ULUNITS},
 
+    {"EXPORTS_KEPT", "16",
+     "Descriptors of cuMemCreate allocations and memory pools kept open after their last registration ends (at\n"
+     "most 64), so that registering the same memory again exports nothing: UCP before 1.16 registers per\n"
+     "message. Each deregistration closes those whose allocation the driver no longer has (an open one keeps its\n"
+     "memory alive); 0 closes each when its last registration ends.",
+     ucs_offsetof(cux_ipc_md_config_t, exports_kept), UCS_CONFIG_TYPE_UINT},
+
     /* Containers without a shared PID namespace: see cux_ipc_channel.h */
     {"SOCKET_DIR", "",
      "A directory that this process and its peers in other PID namespaces (containers without a shared PID\n"
@@ -242,7 +249,8 @@ static ucs_status_t cux_ipc_md_open(uct_component_t *component, const char *md_n
     md->pid_ns          = cux_ipc_pid_namespace();
     md->proof           = (cux_ipc_proof_mode_t)config->peer_proof;
     ucs_spinlock_init(&md->memo_lock, 0);
-    cux_ipc_fd_exports_init(&md->fd_exports, config->max_exported_fds);
+    cux_ipc_fd_exports_init(&md->fd_exports, config->max_exported_fds,
+                            ucs_min(config->exports_kept, CUX_IPC_FD_EXPORT_TRIM_MAX));
 
     max_regions = config->cache_max_regions;
     if (max_regions == 0) {

@@ -29,6 +29,7 @@ typedef struct cux_ipc_md_config {
     int             peer_proof;   /* cux_ipc_proof_mode_t */
     ucs_time_t      proof_timeout; /* how long a read of a peer's memory may take */
     unsigned long   max_exported_fds;
+    unsigned        exports_kept;
     char            *socket_dir;
     int             enable_mnnvl; /* ucs_ternary_auto_value_t: peers on other hosts (cux_ipc_domain.h) */
 } cux_ipc_md_config_t;

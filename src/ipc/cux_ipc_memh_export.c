@@ -65,7 +65,7 @@ static ucs_status_t cux_ipc_memh_export_pool(cux_ipc_md_t *md, const cux_ptr_inf
     if (cux_drv.cuMemPoolExportPointer == NULL) {
         return UCS_ERR_UNSUPPORTED;
     }
-    status = cux_ipc_fd_export_pool(&md->fd_exports, pool, &memh->fdx);
+    status = cux_ipc_fd_export_pool(&md->fd_exports, pool, info, &memh->fdx);
     if (status != UCS_OK) {
         return status;
     }

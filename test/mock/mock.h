@@ -123,6 +123,10 @@ extern long mock_live_streams, mock_live_events;
 extern long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 extern long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
 extern long mock_fabric_calls;   /* calls that asked the driver anything of the fabric handle type */
+extern long mock_fd_exports;     /* descriptors exported: cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle */
+extern long mock_imports;        /* memory of another process imported: cuIpcOpenMemHandle, cuMemImportFromShareableHandle,
+                                    cuMemPoolImportFromShareableHandle, cuMemPoolImportPointer */
+void mock_count(long *counter);  /* one more (mock_fd_exports, mock_imports), kept in MOCK_CUDA_COUNTS_DIR */
 
 /* ------------------------------------------------------------------ entry points (m_*) and helpers, by file */
 /* mock_devices.c */

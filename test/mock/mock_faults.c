@@ -37,11 +37,17 @@ CUresult mock_injected(const char *name, CUresult error)
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
  * (device and managed memory), "mappings" (imported IPC memory) or "imported pools"; and "failed exports", the
  * export calls that failed so far, "fabric calls", the calls of the fabric handle type so far, "issued copies",
- * the copies accepted on a stream so far, and "kernel launches", the launches of the copy kernel so far. */
+ * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernel so far, "descriptor
+ * exports" (cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle) and "imports" (of another process's
+ * memory: legacy handles, VMM descriptors, pools and pool pointers) so far. With MOCK_CUDA_COUNTS_DIR, a process
+ * keeps the last two in DIR/counts-PID ("descriptor exports N", "imports N"), for tests of programs that know
+ * nothing of the mock. */
 long mock_live_streams, mock_live_events;
 long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
 long mock_fabric_calls;   /* calls that asked the driver anything of the fabric handle type */
+long mock_fd_exports;     /* descriptors exported */
+long mock_imports;        /* memory of another process imported */
 
 MOCK_EXPORT long mock_cuda_live(const char *what)
 {
@@ -56,6 +62,10 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_failed_exports, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "fabric calls")) {
         return __atomic_load_n(&mock_fabric_calls, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "descriptor exports")) {
+        return __atomic_load_n(&mock_fd_exports, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "imports")) {
+        return __atomic_load_n(&mock_imports, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "issued copies")) {
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "kernel launches")) {
@@ -70,4 +80,25 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
     }
     pthread_mutex_unlock(&mock_lock);
     return n;
+}
+
+void mock_count(long *counter)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* callers may hold mock_lock */
+    const char *dir = getenv("MOCK_CUDA_COUNTS_DIR");
+    char path[4096];
+    FILE *f;
+
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+    /* written at every change: the programs it is for end with _exit, which runs no destructor */
+    if ((dir == NULL) || (snprintf(path, sizeof(path), "%s/counts-%d", dir, (int)getpid()) >= (int)sizeof(path))) {
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    if ((f = fopen(path, "we")) != NULL) {
+        fprintf(f, "descriptor exports %ld\nimports %ld\n", __atomic_load_n(&mock_fd_exports, __ATOMIC_RELAXED),
+                __atomic_load_n(&mock_imports, __ATOMIC_RELAXED));
+        fclose(f);
+    }
+    pthread_mutex_unlock(&lock);
 }

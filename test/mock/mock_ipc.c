@@ -84,6 +84,7 @@ CUresult m_cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle handle, unsigned fl
     mock_ipc_handle_t h;
     CUresult res = mock_injected("cuIpcOpenMemHandle", CUDA_ERROR_MAP_FAILED);
 
+    mock_count(&mock_imports);
     if (res != CUDA_SUCCESS) {
         return res;
     }

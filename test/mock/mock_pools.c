@@ -206,6 +206,7 @@ CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemA
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    mock_count(&mock_fd_exports);
     return mock_export_fd(p->marker, out);
 }
 
@@ -242,6 +243,7 @@ CUresult m_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool, void *os_handl
     CUresult res;
     int fd;
 
+    mock_count(&mock_imports);
     if ((type == CU_MEM_HANDLE_TYPE_FABRIC) && (flags == 0)) {
         mock_pool_fabric_t f;
         __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
@@ -335,6 +337,7 @@ CUresult m_cuMemPoolImportPointer(CUdeviceptr *ptr, CUmemoryPool pool, CUmemPool
     mock_pool_ptr_t in;
     CUresult res = mock_injected("cuMemPoolImportPointer", CUDA_ERROR_OUT_OF_MEMORY);
 
+    mock_count(&mock_imports);
     if (res != CUDA_SUCCESS) {
         return res;
     }

@@ -328,6 +328,7 @@ CUresult m_cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle 
         __atomic_add_fetch(&mock_failed_exports, 1, __ATOMIC_RELAXED);
         return CUDA_ERROR_NOT_PERMITTED;
     }
+    mock_count(&mock_fd_exports);
     return mock_export_fd(v->fd, out);
 }
 
@@ -337,6 +338,7 @@ CUresult m_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void 
     struct stat st;
     int fd;
 
+    mock_count(&mock_imports);
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
         __atomic_add_fetch(&mock_fabric_calls, 1, __ATOMIC_RELAXED);
         return mock_import_fabric(os_handle, h);

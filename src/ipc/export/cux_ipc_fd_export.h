@@ -8,6 +8,13 @@
  * duplicates by then. They are close-on-exec, and at most `max` are open at once (UCX_CUDA_IPC_MAX_EXPORTED_FDS,
  * by default a quarter of the process's descriptor limit): beyond, a registration's key says "not shareable"
  * and UCP takes another path, so that the module never takes the application's last descriptors.
+ *
+ * UCP before 1.16 registers per message: every message of cuMemCreate or pool memory would export a descriptor
+ * and close it again (issue 59). So the last `kept` descriptors whose registrations all ended stay open, idle,
+ * and the next registration of the same allocation or pool takes one back without asking the driver. An idle
+ * descriptor keeps its allocation's memory alive, so each deregistration asks the driver whether the idle ones
+ * still name live allocations (their address and buffer id), closes those that do not, and closes the oldest
+ * beyond `kept`; a new export that finds `max` open closes idle ones first.
  */
 #ifndef CUX_IPC_FD_EXPORT_H_
 #define CUX_IPC_FD_EXPORT_H_
@@ -15,6 +22,7 @@
 #include "base/cux_ptr.h"
 
 #include "driver/cux_cuda.h"
+#include <ucs/datastruct/list.h>
 #include <ucs/type/spinlock.h>
 #include <ucs/type/status.h>
 #include <stdint.h>
@@ -24,23 +32,34 @@ typedef struct cux_ipc_fd_export {
     CUmemoryPool             pool;                     /* a pool's descriptor; NULL for an allocation's */
     uint64_t                 base, length, buffer_id;  /* an allocation's descriptor: which allocation */
     int                      fd;
-    unsigned                 refcount;                 /* registrations using it */
+    unsigned                 refcount;                 /* registrations using it; 0: idle */
+    ucs_list_link_t          idle_link;                /* in the idle list while refcount is 0 */
+    uint64_t                 idle_seq;                 /* when it last went idle (exports->idle_seq) */
+    uint64_t                 probe, probe_buffer_id;   /* an allocation it exports (a pool's: the last one
+                                                          registered): while the driver still has it there,
+                                                          an idle descriptor may be kept */
     int                      fabric_asked;             /* fabric below was asked of the driver (under the lock) */
     CUmemFabricHandle        fabric;                   /* its fabric handle too, zero if it has none */
 } cux_ipc_fd_export_t;
 
-#define CUX_IPC_FD_EXPORT_BUCKETS 64
+#define CUX_IPC_FD_EXPORT_BUCKETS  64
+#define CUX_IPC_FD_EXPORT_TRIM_MAX 64 /* idle descriptors asked about per deregistration, and the most kept */
 
 typedef struct cux_ipc_fd_exports {
     ucs_spinlock_t      lock;
     cux_ipc_fd_export_t *buckets[CUX_IPC_FD_EXPORT_BUCKETS];
-    unsigned            count;     /* open, or being exported */
+    unsigned            count;     /* open (idle ones included), or being exported */
     unsigned long       max;
+    ucs_list_link_t     idle;      /* idle descriptors, the oldest first */
+    unsigned            nidle, kept;
+    uint64_t            idle_seq;
     int                 logged;    /* the bound was reached once: said at warning level */
 } cux_ipc_fd_exports_t;
 
-/* max: the most descriptors open at once; UCS_ULUNITS_AUTO for a quarter of RLIMIT_NOFILE's soft limit. */
-void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports, unsigned long max);
+/* max: the most descriptors open at once; UCS_ULUNITS_AUTO for a quarter of RLIMIT_NOFILE's soft limit. kept:
+ * the most idle ones kept open (0: each closed when its last registration ends). */
+void cux_ipc_fd_exports_init(cux_ipc_fd_exports_t *exports, unsigned long max, unsigned kept);
+/* Closes the idle descriptors (every registration has ended by now). */
 void cux_ipc_fd_exports_cleanup(cux_ipc_fd_exports_t *exports);
 
 /* A reference to the descriptor of the cuMemCreate allocation info describes, exported on first use (the
@@ -50,8 +69,8 @@ ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_
                                    cux_ipc_fd_export_t **fdx_p);
 
 /* A reference to the descriptor of a memory pool, exported on first use (the pool must have been created with
- * the POSIX descriptor handle type). */
-ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool,
+ * the POSIX descriptor handle type); info: the allocation of it being registered. */
+ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool, const cux_ptr_info_t *info,
                                     cux_ipc_fd_export_t **fdx_p);
 
 /* The fabric handle of what fdx exports, where it was made with the fabric type as well (a multi-node NVLink
@@ -59,10 +78,11 @@ ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool 
  * context; zero where the driver gives none. */
 void cux_ipc_fd_export_fabric(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx, CUmemFabricHandle *fabric);
 
-/* Gives a reference back (NULL: none); the last one closes the descriptor. */
+/* Gives a reference back (NULL: none); after the last one the descriptor is idle (or closed, beyond `kept`). */
 void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx);
 
-/* Descriptors open now. */
+/* Descriptors open now (idle ones included), and of them idle. */
 unsigned cux_ipc_fd_exports_count(cux_ipc_fd_exports_t *exports);
+unsigned cux_ipc_fd_exports_idle(cux_ipc_fd_exports_t *exports);
 
 #endif
