@@ -18,6 +18,8 @@
 #                             WORK/ucx and WORK/ours, each a copy of PREFIX/lib with UCX's module or ours in its
 #                             module directory: LD_LIBRARY_PATH=WORK/ucx or WORK/ours picks one (UCX finds its
 #                             modules next to the libucs in use)
+#   gh_stock_ucx CARRY ROOT   Debian's UCX packages in CARRY (.deb) unpacked into ROOT, with LD_LIBRARY_PATH and
+#                             PATH pointing there (nothing of the host's UCX is used)
 #   module_in_place PREFIX MODULE
 #                             MODULE becomes PREFIX's CUDA module (one UCX core, either module)
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +33,16 @@ gh_report() {
 }
 say() { echo "== +$(( $(date +%s) - ${gh_t0:-$(date +%s)} ))s $*" | tee -a "${gh_report_file:-/dev/null}"; }
 failed() { say "FAILED: $*"; rc=1; }
+
+gh_stock_ucx() {
+    local deb
+    mkdir -p "$2"
+    for deb in "$1"/*.deb; do
+        [ -e "$deb" ] || continue
+        dpkg-deb -x "$deb" "$2" || { failed "unpacking $(basename "$deb")"; return 1; }
+    done
+    export LD_LIBRARY_PATH="$2/usr/lib/x86_64-linux-gnu" PATH="$2/usr/bin:$PATH"
+}
 
 gh_googletest() {
     local dir=$1 log=$2

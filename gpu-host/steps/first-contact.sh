@@ -17,17 +17,11 @@ before=$(realpath "${2:?BEFORE: a cux_opcost binary}")
 after=$(realpath "${3:?AFTER: a cux_opcost binary}")
 repeats=${4:-5}
 out=${OUT:-/tmp/cux-out}
-root=/tmp/cux-first-contact-root
 report="$out/first-contact.txt"
-mkdir -p "$out/first-contact" "$root"
+mkdir -p "$out/first-contact"
 gh_report "$report"
-
-for deb in "$carry_dir"/*.deb; do
-    [ -e "$deb" ] || continue
-    dpkg-deb -x "$deb" "$root" || { failed "unpacking $(basename "$deb")"; exit 1; }
-done
+gh_stock_ucx "$carry_dir" /tmp/cux-first-contact-root || exit 1
 chmod +x "$before" "$after"
-export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu"
 sockets=$(mktemp -d /tmp/cux-first-contact-sockets-XXXXXX)
 
 for r in $(seq 1 "$repeats"); do

@@ -19,17 +19,11 @@ carry_dir=$(cd "${1:?usage: gpu-host/run vmm-cost CARRY [REPEATS] [DRVCOUNT_LIB]
 repeats=${2:-3}
 drvcount=${3:+$(realpath "$3")}
 out=${OUT:-/tmp/cux-out}
-root=/tmp/cux-vmm-cost-root
 report="$out/vmm-cost.txt"
-mkdir -p "$out/vmm-cost" "$root"
+mkdir -p "$out/vmm-cost"
 gh_report "$report"
-
-for deb in "$carry_dir"/*.deb; do
-    [ -e "$deb" ] || continue
-    dpkg-deb -x "$deb" "$root" || { failed "unpacking $(basename "$deb")"; exit 1; }
-done
+gh_stock_ucx "$carry_dir" /tmp/cux-vmm-cost-root || exit 1
 chmod +x "$carry_dir"/cux_* "$carry_dir/ucx-cuda-run"
-export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu" PATH="$root/usr/bin:$PATH"
 export CUX_MODULE="$carry_dir/libuct_cuda.so.0" CUX_PERFTEST_LIB="$carry_dir/libcux_perftest.so" \
     CUX_MEMTYPE_LIB="$carry_dir/libcux_memtype.so" UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=self,tcp,cuda_copy,cuda_ipc
 # shellcheck disable=SC2086

@@ -324,12 +324,3 @@ unsigned cux_ipc_fd_exports_count(cux_ipc_fd_exports_t *exports)
     return n;
 }
 
-unsigned cux_ipc_fd_exports_idle(cux_ipc_fd_exports_t *exports)
-{
-    unsigned n;
-
-    ucs_spin_lock(&exports->lock);
-    n = exports->nidle;
-    ucs_spin_unlock(&exports->lock);
-    return n;
-}

@@ -81,8 +81,7 @@ void cux_ipc_fd_export_fabric(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t
 /* Gives a reference back (NULL: none); after the last one the descriptor is idle (or closed, beyond `kept`). */
 void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx);
 
-/* Descriptors open now (idle ones included), and of them idle. */
+/* Descriptors open now (idle ones included). */
 unsigned cux_ipc_fd_exports_count(cux_ipc_fd_exports_t *exports);
-unsigned cux_ipc_fd_exports_idle(cux_ipc_fd_exports_t *exports);
 
 #endif
