@@ -53,6 +53,7 @@ cache-same-allocation ~~ src/ipc/import/cux_ipc_cache.c ~~ if (cux_ipc_rkey_same
 rkey-covers ~~ src/ipc/common/cux_ipc_rkey.h ~~ (address - rkey->base <= rkey->length - length) ~~ (1) ~~ ipc_transport.*:ipc_rkey*
 sgl-bounds-before-issue ~~ src/ipc/cux_ipc_sgl.c ~~ !cux_ipc_rkey_covers(key, remote_addrs[i], span) ~~ 0 ~~ ipc_sgl.*
 sgl-room-before-issue ~~ src/ipc/cux_ipc_sgl.c ~~ if (completion->num_inflight + pieces > completion->max_inflight) { ~~ if (0) { ~~ ipc_sgl.*
+idle-export-of-freed-memory ~~ src/ipc/export/cux_ipc_fd_export.c ~~ (buffer_id == p->probe_buffer_id) ~~ (1) ~~ ipc_transport.registrations_of_one_vmm*
 EOF
 )
 
