@@ -23,6 +23,7 @@
 #include "ipc/common/cux_ipc_rkey.h"
 #include "ipc/import/cux_ipc_proof.h"
 #include "ipc/import/cux_ipc_import.h"
+#include "../test/cux_own_pidns.h"
 
 #include <dlfcn.h>
 #include <uct/api/uct.h>
@@ -30,10 +31,6 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -755,22 +752,6 @@ static int opcost_exporter_contained(void)
     return (v != NULL) && (atoi(v) != 0);
 }
 
-static void enter_own_pid_namespace(void)
-{
-    pid_t inner;
-    int st;
-
-    CHECK(unshare(CLONE_NEWPID | CLONE_NEWNS) == 0, "exporter: unshare (OPCOST_EXPORTER_PIDNS needs root)");
-    inner = fork();
-    CHECK(inner >= 0, "exporter: fork into its namespace");
-    if (inner > 0) {
-        _exit(((waitpid(inner, &st, 0) == inner) && WIFEXITED(st)) ? WEXITSTATUS(st) : 1);
-    }
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    CHECK((mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) &&
-          (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0), "exporter: its /proc");
-}
-
 static pid_t start_exporter(int *fd_p)
 {
     int sv[2];
@@ -782,7 +763,7 @@ static pid_t start_exporter(int *fd_p)
     if (pid == 0) {
         close(sv[0]);
         if (opcost_exporter_contained()) {
-            enter_own_pid_namespace();
+            CHECK(cux_enter_own_pid_namespace(0) == 0, "exporter: a PID namespace of its own (needs root)");
         }
         run_exporter(sv[1]);
     }
@@ -854,13 +835,11 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
     cux_ipc_addr_unpack(&addr, msg.addr + 64, SIZE_MAX);
     if (opcost_exporter_contained()) {
         printf("# the exporter is pid %d of a PID namespace of its own: proven over its socket\n", addr.pid);
-        MEASURE("cuda_ipc proof of the peer's address (its socket)", iters / 10 + 1,
-                (cux_ipc_peer_open(&peer, &addr, cux_ipc_pid_namespace(), CUX_IPC_PROOF_AUTO),
-                 cux_ipc_peer_close(&peer)));
-    } else {
-        MEASURE("cuda_ipc proof of the peer's address (pidfd, /proc, read-back)", iters / 10 + 1,
-                (cux_ipc_peer_open(&peer, &addr, addr.pid_ns, CUX_IPC_PROOF_AUTO), cux_ipc_peer_close(&peer)));
     }
+    MEASURE(opcost_exporter_contained() ? "cuda_ipc proof of the peer's address (its socket)" :
+                                          "cuda_ipc proof of the peer's address (pidfd, /proc, read-back)",
+            iters / 10 + 1,
+            (cux_ipc_peer_open(&peer, &addr, cux_ipc_pid_namespace(), CUX_IPC_PROOF_AUTO), cux_ipc_peer_close(&peer)));
     CHECK(cux_ipc_peer_open(&peer, &addr, cux_ipc_pid_namespace(), CUX_IPC_PROOF_AUTO) == UCS_OK, "peer proof");
     printf("# keys are proven %s\n", (peer.channel >= 0) ? "by asking the exporter over its socket" :
                                       peer.readable ? "by reading them back from the exporter's memory" :

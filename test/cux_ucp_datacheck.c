@@ -50,6 +50,7 @@
  */
 #define _GNU_SOURCE
 #include "driver/cux_cuda.h"
+#include "cux_own_pidns.h"
 #include <dirent.h>
 #include <dlfcn.h>
 #include <poll.h>
@@ -59,8 +60,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1031,24 +1030,8 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
 static void enter_own_pid_namespace(void)
 {
     /* two sibling containers (pods) also have IPC and UTS namespaces of their own */
-    int flags = CLONE_NEWPID | CLONE_NEWNS | ((check_pid_namespace == 2) ? (CLONE_NEWIPC | CLONE_NEWUTS) : 0);
-    pid_t inner;
-    int st;
-
-    if (unshare(flags) != 0) {
-        perror("unshare(CLONE_NEWPID | CLONE_NEWNS ...)");
-        _exit(1);
-    }
-    inner = fork();
-    if (inner != 0) {
-        _exit(((inner > 0) && (waitpid(inner, &st, 0) == inner)) ?
-              (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) : 1);
-    }
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    setenv("MOCK_CUDA_BROKER", "1", 1); /* the tests' mock driver imports across namespaces only with it */
-    if ((mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) ||
-        (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)) {
-        perror("mounting /proc in the new namespace");
+    if (cux_enter_own_pid_namespace((check_pid_namespace == 2) ? (CLONE_NEWIPC | CLONE_NEWUTS) : 0) != 0) {
+        perror("entering a PID namespace of its own (unshare, fork, mounting /proc)");
         _exit(1);
     }
 }

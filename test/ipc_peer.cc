@@ -5,14 +5,13 @@
 #include "cux_test.h"
 #include "ipc_peer.h"
 #include "../src/base/cux_fd_passing.h"
+#include "cux_own_pidns.h"
 #include "driver/cux_device.h"
 
 #include <map>
 #include <csignal>
 #include <cstring>
 #include <dlfcn.h>
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,24 +42,7 @@ bool peer_recv(int fd, peer_msg &msg)
  * it dies with this process. Returns only in the new namespace. */
 void enter_own_pid_namespace()
 {
-    pid_t inner;
-    int st;
-
-    if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) {
-        _exit(126);
-    }
-    inner = fork();
-    if (inner < 0) {
-        _exit(126);
-    }
-    if (inner > 0) {
-        _exit(((waitpid(inner, &st, 0) == inner) && WIFEXITED(st)) ? WEXITSTATUS(st) : 1);
-    }
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* the driver opens any process's exports whatever its namespace; the mock needs its broker for that */
-    setenv("MOCK_CUDA_BROKER", "1", 1);
-    if ((mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ||
-        (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)) {
+    if (cux_enter_own_pid_namespace(0) != 0) {
         _exit(126);
     }
 }

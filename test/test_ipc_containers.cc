@@ -209,8 +209,8 @@ void stop_fake_server(pid_t pid)
  * its peer's namespace nor run on an older kernel. */
 class kernel_seen_as {
 public:
-    explicit kernel_seen_as(int how) { cux_ipc_proof_channel_test_unshown(how); }
-    ~kernel_seen_as() { cux_ipc_proof_channel_test_unshown(0); }
+    explicit kernel_seen_as(int flags) { cux_ipc_proof_channel_test_kernel(flags); }
+    ~kernel_seen_as() { cux_ipc_proof_channel_test_kernel(CUX_IPC_TEST_KERNEL_AS_IS); }
 };
 
 /* This process and its peers with UCX_CUDA_IPC_SOCKET_DIR naming a directory of the test's own, as two containers
@@ -441,7 +441,7 @@ TEST_F(ipc_containers, a_peer_out_of_reach_of_our_directory_or_of_another_user_i
     char answer = 0;
     ASSERT_EQ(1, read(ready[0], &answer, 1));
     ASSERT_EQ('y', answer) << "the impostor could not listen as uid 65534";
-    for (int how_unshown : {0, 2}) {
+    for (int how_unshown : {CUX_IPC_TEST_KERNEL_AS_IS, CUX_IPC_TEST_UNSHOWN_NO_PIDFS}) {
         /* 2: as between two containers, where the kernel shows no pid of the listener and no pidfs inode: the
          * listener's uid is then all that refuses it (it answers the challenge) */
         SCOPED_TRACE("listeners unshown: " + std::to_string(how_unshown));
@@ -589,7 +589,7 @@ TEST_F(ipc_channel, a_process_of_our_namespace_that_claims_another_is_no_peer)
  * no more of it than its connection. */
 TEST_F(ipc_containers, a_listener_that_does_not_know_the_addresss_secret_is_refused)
 {
-    kernel_seen_as kernel(2);
+    kernel_seen_as kernel(CUX_IPC_TEST_UNSHOWN_NO_PIDFS);
     start_peer(nullptr, true);
     ASSERT_FALSE(HasFatalFailure());
     fake_server how = {};
@@ -666,8 +666,8 @@ TEST_F(ipc_containers, a_listener_the_kernel_shows_must_have_the_pid_its_address
  * mapping serves only the impostor, and its endpoint's end purges nothing of R's. */
 TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_peers_mappings)
 {
-    for (int how_unshown : {1, 2}) {
-        SCOPED_TRACE(how_unshown == 1 ? "listeners bound to their pidfd, or their connection" :
+    for (int how_unshown : {CUX_IPC_TEST_UNSHOWN, CUX_IPC_TEST_UNSHOWN_NO_PIDFS}) {
+        SCOPED_TRACE(how_unshown == CUX_IPC_TEST_UNSHOWN ? "listeners bound to their pidfd, or their connection" :
                                         "listeners bound to their connection");
         kernel_seen_as kernel(how_unshown);
         start_peer(nullptr, true); /* R, pid 1 of a namespace of its own, and m_ep to it */
@@ -702,7 +702,7 @@ TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_
         /* the impostor's mapping of "R's" allocation: Q's memory, which the impostor may hand to its own peers */
         buffer local(buf_kind::cuda0, size);
         uct_ep_h impostor = ep_to(m_iface, forged.data(), forged.data() + m_hello.a);
-        if (how_unshown == 1) {
+        if (how_unshown == CUX_IPC_TEST_UNSHOWN) {
             /* the address names R's process by its pidfs inode: another process serving a copy is refused at once */
             EXPECT_EQ(nullptr, impostor) << "a listener that is not the process the address names was taken";
         } else {
@@ -758,7 +758,7 @@ TEST_F(ipc_containers, an_impostor_of_a_contained_peer_is_never_served_the_true_
  * the first free frees both, HACKING.md): the first endpoint's mappings still work after the second's go. */
 TEST_F(ipc_containers, endpoints_to_one_contained_peer_share_its_mappings_where_the_kernel_names_its_process)
 {
-    for (int how_unshown : {0, 1, 2}) {
+    for (int how_unshown : {CUX_IPC_TEST_KERNEL_AS_IS, CUX_IPC_TEST_UNSHOWN, CUX_IPC_TEST_UNSHOWN_NO_PIDFS}) {
         SCOPED_TRACE("listeners unshown: " + std::to_string(how_unshown));
         kernel_seen_as kernel(how_unshown);
         start_peer(nullptr, true);
@@ -1223,7 +1223,7 @@ TEST(ipc_channel_server, a_socket_directory_others_may_write_is_a_warning)
  */
 TEST_F(ipc_containers, audit5_a_process_that_takes_rs_socket_name_is_refused_on_endpoints_to_r)
 {
-    kernel_seen_as kernel(1);
+    kernel_seen_as kernel(CUX_IPC_TEST_UNSHOWN);
     start_peer(nullptr, true); /* R, pid 1 of a namespace of its own */
     ASSERT_FALSE(HasFatalFailure());
     const size_t size = 65536;

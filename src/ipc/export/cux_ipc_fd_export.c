@@ -121,8 +121,9 @@ static int cux_ipc_fd_export_still_there(const cux_ipc_fd_export_probe_t *p)
 }
 
 /* Closes the idle descriptors whose allocation is gone (each would keep its memory alive), and the oldest beyond
- * `kept`. */
-static void cux_ipc_fd_exports_trim(cux_ipc_fd_exports_t *exports)
+ * `kept`. The one that just went idle is not asked about: its registration found its allocation there, and the
+ * next deregistration asks (one driver call less per message where UCP registers per message). */
+static void cux_ipc_fd_exports_trim(cux_ipc_fd_exports_t *exports, const cux_ipc_fd_export_t *just_idle)
 {
     cux_ipc_fd_export_probe_t probe[CUX_IPC_FD_EXPORT_TRIM_MAX];
     cux_ipc_fd_export_t *fdx, *tmp, *gone[CUX_IPC_FD_EXPORT_TRIM_MAX];
@@ -133,8 +134,13 @@ static void cux_ipc_fd_exports_trim(cux_ipc_fd_exports_t *exports)
         if (n == CUX_IPC_FD_EXPORT_TRIM_MAX) {
             break;
         }
-        probe[n++] = (cux_ipc_fd_export_probe_t){.fdx = fdx, .seq = fdx->idle_seq, .probe = fdx->probe,
-                                                 .probe_buffer_id = fdx->probe_buffer_id, .pool = fdx->pool};
+        if (fdx == just_idle) {
+            continue;
+        }
+        probe[n++] = (cux_ipc_fd_export_probe_t){.fdx = fdx, .seq = fdx->idle_seq, .pool = fdx->pool,
+                                                 .probe = (fdx->pool != NULL) ? fdx->pool_base : fdx->base,
+                                                 .probe_buffer_id = (fdx->pool != NULL) ? fdx->pool_buffer_id :
+                                                                                          fdx->buffer_id};
     }
     ucs_spin_unlock(&exports->lock);
     for (i = 0; i < n; ++i) {
@@ -158,8 +164,8 @@ static void cux_ipc_fd_exports_trim(cux_ipc_fd_exports_t *exports)
     }
 }
 
-/* One more registration uses fdx (under the lock): an idle one is taken back. id's probe is the allocation
- * registered now. */
+/* One more registration uses fdx (under the lock): an idle one is taken back. For a pool's, id names the
+ * allocation of it registered now. */
 static void cux_ipc_fd_export_hold(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *fdx,
                                    const cux_ipc_fd_export_t *id)
 {
@@ -167,8 +173,8 @@ static void cux_ipc_fd_export_hold(cux_ipc_fd_exports_t *exports, cux_ipc_fd_exp
         ucs_list_del(&fdx->idle_link);
         --exports->nidle;
     }
-    fdx->probe           = id->probe;
-    fdx->probe_buffer_id = id->probe_buffer_id;
+    fdx->pool_base      = id->pool_base;
+    fdx->pool_buffer_id = id->pool_buffer_id;
 }
 
 /* A reference to the descriptor id names: found, or exported by export_fn and inserted. */
@@ -254,8 +260,7 @@ ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_
                                    cux_ipc_fd_export_t **fdx_p)
 {
     cux_ipc_fd_export_t id = {.base = (uintptr_t)info->base, .length = info->length,
-                              .buffer_id = info->buffer_id, .probe = (uintptr_t)info->base,
-                              .probe_buffer_id = info->buffer_id};
+                              .buffer_id = info->buffer_id};
 
     return cux_ipc_fd_export_get(exports, &id, cux_ipc_export_vmm, fdx_p);
 }
@@ -263,7 +268,7 @@ ucs_status_t cux_ipc_fd_export_vmm(cux_ipc_fd_exports_t *exports, const cux_ptr_
 ucs_status_t cux_ipc_fd_export_pool(cux_ipc_fd_exports_t *exports, CUmemoryPool pool, const cux_ptr_info_t *info,
                                     cux_ipc_fd_export_t **fdx_p)
 {
-    cux_ipc_fd_export_t id = {.pool = pool, .probe = (uintptr_t)info->base, .probe_buffer_id = info->buffer_id};
+    cux_ipc_fd_export_t id = {.pool = pool, .pool_base = (uintptr_t)info->base, .pool_buffer_id = info->buffer_id};
 
     return cux_ipc_fd_export_get(exports, &id, cux_ipc_export_pool, fdx_p);
 }
@@ -310,7 +315,7 @@ void cux_ipc_fd_export_put(cux_ipc_fd_exports_t *exports, cux_ipc_fd_export_t *f
     }
     ucs_spin_unlock(&exports->lock);
     if (last) {
-        cux_ipc_fd_exports_trim(exports);
+        cux_ipc_fd_exports_trim(exports, fdx);
     }
 }
 

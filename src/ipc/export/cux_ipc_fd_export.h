@@ -12,8 +12,8 @@
  * UCP before 1.16 registers per message: every message of cuMemCreate or pool memory would export a descriptor
  * and close it again (issue 59). So the last `kept` descriptors whose registrations all ended stay open, idle,
  * and the next registration of the same allocation or pool takes one back without asking the driver. An idle
- * descriptor keeps its allocation's memory alive, so each deregistration asks the driver whether the idle ones
- * still name live allocations (their address and buffer id), closes those that do not, and closes the oldest
+ * descriptor keeps its allocation's memory alive, so each deregistration asks the driver whether the other idle
+ * ones still name live allocations (their address and buffer id), closes those that do not, and closes the oldest
  * beyond `kept`; a new export that finds `max` open closes idle ones first.
  */
 #ifndef CUX_IPC_FD_EXPORT_H_
@@ -35,9 +35,9 @@ typedef struct cux_ipc_fd_export {
     unsigned                 refcount;                 /* registrations using it; 0: idle */
     ucs_list_link_t          idle_link;                /* in the idle list while refcount is 0 */
     uint64_t                 idle_seq;                 /* when it last went idle (exports->idle_seq) */
-    uint64_t                 probe, probe_buffer_id;   /* an allocation it exports (a pool's: the last one
-                                                          registered): while the driver still has it there,
-                                                          an idle descriptor may be kept */
+    uint64_t                 pool_base, pool_buffer_id; /* a pool's: the allocation of it registered last (an
+                                                           allocation's descriptor: base and buffer_id); while
+                                                           the driver has it there, an idle one may be kept */
     int                      fabric_asked;             /* fabric below was asked of the driver (under the lock) */
     CUmemFabricHandle        fabric;                   /* its fabric handle too, zero if it has none */
 } cux_ipc_fd_export_t;

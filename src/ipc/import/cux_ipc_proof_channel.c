@@ -32,25 +32,21 @@
 #include <unistd.h>
 
 
-static int cux_ipc_proof_kernel_for_tests; /* cux_ipc_proof_channel_test_unshown */
+static int cux_ipc_proof_kernel_for_tests; /* CUX_IPC_TEST_* flags: cux_ipc_proof_channel_test_kernel */
 
-void cux_ipc_proof_channel_test_unshown(int how)
+void cux_ipc_proof_channel_test_kernel(int flags)
 {
-    __atomic_store_n(&cux_ipc_proof_kernel_for_tests, how, __ATOMIC_RELAXED);
+    __atomic_store_n(&cux_ipc_proof_kernel_for_tests, flags, __ATOMIC_RELAXED);
 }
 
 static int cux_ipc_proof_kernel_shows_listeners(void)
 {
-    int how = __atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED);
-
-    return (how == CUX_IPC_TEST_KERNEL_AS_IS) || (how == CUX_IPC_TEST_NO_PIDFS);
+    return !(__atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED) & CUX_IPC_TEST_UNSHOWN);
 }
 
 static int cux_ipc_proof_kernel_has_pidfs(void)
 {
-    int how = __atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED);
-
-    return (how == CUX_IPC_TEST_KERNEL_AS_IS) || (how == CUX_IPC_TEST_UNSHOWN);
+    return !(__atomic_load_n(&cux_ipc_proof_kernel_for_tests, __ATOMIC_RELAXED) & CUX_IPC_TEST_NO_PIDFS);
 }
 
 /* --- asking --- */

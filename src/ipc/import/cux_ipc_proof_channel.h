@@ -42,13 +42,13 @@ ucs_status_t cux_ipc_proof_channel_key(cux_ipc_peer_t *peer, const cux_ipc_rkey_
 ucs_status_t cux_ipc_proof_channel_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, cux_ipc_span_piece_t *piece);
 int cux_ipc_proof_channel_take_fd(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *key, uint32_t piece);
 
-/* For tests, which cannot put this process beside a peer's namespace nor run on an older kernel: the kernel as
- * the product sees it (0), every listener taken for one the kernel does not show here (1), the same on a kernel
- * that gives pidfds no inode of their own (2: before Linux 6.9), or listeners shown on such a kernel (3). */
+/* For tests, which cannot put this process beside a peer's namespace nor run on an older kernel: flags of the
+ * kernel the proof sees, 0 (the product) for this one as it is. UNSHOWN: every listener taken for one the kernel
+ * does not show here; NO_PIDFS: pidfds have no inode of their own (before Linux 6.9). */
 #define CUX_IPC_TEST_KERNEL_AS_IS     0
 #define CUX_IPC_TEST_UNSHOWN          1
-#define CUX_IPC_TEST_UNSHOWN_NO_PIDFS 2
-#define CUX_IPC_TEST_NO_PIDFS         3
-void cux_ipc_proof_channel_test_unshown(int how);
+#define CUX_IPC_TEST_NO_PIDFS         2
+#define CUX_IPC_TEST_UNSHOWN_NO_PIDFS (CUX_IPC_TEST_UNSHOWN | CUX_IPC_TEST_NO_PIDFS)
+void cux_ipc_proof_channel_test_kernel(int flags);
 
 #endif
