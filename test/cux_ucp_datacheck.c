@@ -5,7 +5,7 @@
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
  *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | --sibling-namespaces]
- *                 [--threads N] [--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
+ *                 [--threads N] [--rounds N] [--timed N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
  *   cux_ucp_datacheck --list      (each case's index and name, tab-separated)
  *
  * Sizes: 8, 65539, 1 MiB and 16 MiB by default; --sweep takes every size across UCP's protocol thresholds
@@ -13,7 +13,9 @@
  * bytes from its start, with guard bytes before and after it that must stay untouched. One buffer on each
  * side goes back and forth: per size and round the first process fills its buffer and sends it, the second
  * poisons its own, receives, checks, changes the content and sends it back into the first one's buffer, which
- * checks it (default 2 rounds). Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
+ * checks it (default 2 rounds). --timed N then sends each size N times there and back with no fill or check between,
+ * the first side printing the time per message (half a round trip: what the process start, the set-up and the
+ * checks would drown), and checks its rounds once more after them. Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
  * after it, as applications write; --fill-sync adds cuCtxSynchronize after each fill. --peer-errors opens the
  * endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the
  * first side's endpoint configuration, to show which transports UCP chose in that mode; with --kill-peer the
@@ -133,6 +135,7 @@ static const check_case_t check_cases[] = {
 static size_t check_sizes[CHECK_MAX_SIZES] = {8, 65539, 1 << 20, 16 << 20};
 static int    check_num_sizes = 4;
 static int    check_rounds    = 2;
+static int    check_timed     = 0; /* --timed: untimed-check round trips per size after the checked ones */
 static int    check_fill_sync = 0;
 static double check_wait_limit = 120;  /* seconds a request or the peer's step may take before the case fails */
 static int    check_drop_thread = -1;  /* CUX_TEST_DATACHECK_DROP: this sending thread skips its first send */
@@ -761,10 +764,49 @@ static int run_rounds(const check_mem_t *mem, int first, ucp_worker_h worker, uc
     return rc;
 }
 
-static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
-                    uint8_t *host, size_t size)
+/* --timed: `check_timed` round trips of one size, nothing between them but the transfers (tags of thread 255, which
+ * no checking thread has); the first side prints the mean time per message. */
+static int run_timed(int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf, size_t size)
 {
-    return sync_step(fd, run_rounds(mem, first, worker, ep, fd, buf, host, size, 0));
+    uint8_t *msg               = buf + CHECK_LEAD;
+    ucp_tag_t tag              = ((ucp_tag_t)size << 24) | ((ucp_tag_t)0xff << 16);
+    ucp_request_param_t rparam = {0};
+    struct timespec t0, t1;
+    int i, rc = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; (i < check_timed) && (rc == 0); ++i) {
+        if (first) {
+            rc = ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag, &rparam), "timed send", fd) ||
+                 ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag | 1, (ucp_tag_t)-1, &rparam),
+                          "timed receive", fd);
+        } else {
+            rc = ucp_wait(worker, ucp_tag_recv_nbx(worker, msg, size, tag, (ucp_tag_t)-1, &rparam),
+                          "timed receive", fd) ||
+                 ucp_wait(worker, ucp_tag_send_nbx(ep, msg, size, tag | 1, &rparam), "timed send", fd);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if ((rc == 0) && first) {
+        printf("    timed %zu bytes: %.2f us per message (%d round trips, half of each)\n", size,
+               ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3) /
+               (2.0 * check_timed), check_timed);
+        fflush(stdout);
+    }
+    return rc ? -1 : 0;
+}
+
+/* One size's checked rounds; with `timed`, the timed round trips and the checked rounds once more after them. */
+static int run_size(const check_mem_t *mem, int first, ucp_worker_h worker, ucp_ep_h ep, int fd, uint8_t *buf,
+                    uint8_t *host, size_t size, int timed)
+{
+    int rc = sync_step(fd, run_rounds(mem, first, worker, ep, fd, buf, host, size, 0));
+
+    if ((rc == 0) && timed) {
+        rc = sync_step(fd, run_timed(first, worker, ep, fd, buf, size)) ||
+             sync_step(fd, run_rounds(mem, first, worker, ep, fd, buf, host, size, 0));
+    }
+    return rc ? -1 : 0;
 }
 
 /* --threads: one thread's share, every size in turn on a buffer of its own. */
@@ -976,7 +1018,8 @@ static int run_side(const check_case_t *c, int is_sender, int fd)
             rc = mem_copy(mem, buf, host, total);
         }
         for (s = 0; (s < check_num_sizes) && (rc == 0); ++s) {
-            rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s]);
+            rc = run_size(mem, is_sender, worker, ep, fd, buf, host, check_sizes[s],
+                          (check_timed > 0) && (pass == (counts_fds ? 1 : 0)));
         }
         fds[pass] = count_fds();
     }
@@ -1092,6 +1135,8 @@ int main(int argc, char **argv)
             check_threads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--rounds") && (i + 1 < argc)) {
             check_rounds = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--timed") && (i + 1 < argc)) {
+            check_timed = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--wait-limit") && (i + 1 < argc)) {
             check_wait_limit = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--sweep")) {
@@ -1110,14 +1155,16 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: %s --list | [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | "
                     "--sibling-namespaces] [--threads N] "
-                    "[--rounds N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
+                    "[--rounds N] [--timed N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }
     }
-    if ((check_rounds < 1) || (check_rounds > 16384) || (check_num_sizes == 0) || (check_threads < 1) ||
+    if ((check_rounds < 1) || (check_rounds > 16384) || (check_timed < 0) || (check_timed > 1000000) ||
+        (check_timed && (check_threads > 1)) || (check_num_sizes == 0) || (check_threads < 1) ||
         (check_threads > CHECK_MAX_THREADS) || (check_kill_peer && (check_threads > 1)) ||
         !(check_wait_limit >= 1) || (check_wait_limit > 86400)) {
-        fprintf(stderr, "%s: 1 to 16384 rounds, at least one size, 1 to %d threads (one with --kill-peer), a wait "
+        fprintf(stderr, "%s: 1 to 16384 rounds, 0 to 1000000 timed round trips (one thread), at least one size, 1 to %d "
+                "threads (one with --kill-peer), a wait "
                 "limit of 1 to 86400 s\n", argv[0], CHECK_MAX_THREADS);
         return 2;
     }

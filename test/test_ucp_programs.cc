@@ -258,20 +258,24 @@ TEST_F(ucp_programs, ucp_data_check_with_the_sender_in_a_pid_namespace_of_its_ow
 /* Issue 59: UCP 1.13 registers GPU memory per message, and every message of VMM or pool memory exported the
  * allocation again (and closed it): 1.3 ms a message on the H200. Counted in both processes with the mock driver,
  * more messages of the same buffers make no more descriptor exports and no more imports (hence no more
- * descriptor transfers, which only an import follows): two runs of each case, 1 and 4 round trips per size. */
+ * descriptor transfers, which only an import follows): two runs of each case, 1 and 4 round trips per size, the
+ * second with the timed round trips gpu-host/run vmm-cost measures (20 per size, unchecked between checked ones). */
 TEST_F(ucp_programs, more_messages_of_the_same_buffer_make_no_more_exports_or_imports)
 {
     if (!using_mock_driver()) {
         GTEST_SKIP() << "counts the mock driver's exports and imports (MOCK_CUDA_COUNTS_DIR)";
     }
-    auto counts = [&](const std::string &only, int rounds, long *exports, long *imports) {
+    auto counts = [&](const std::string &only, const std::string &rounds, long *exports, long *imports) {
         char dir[] = "/tmp/cux-counts-XXXXXX";
         ASSERT_NE(nullptr, mkdtemp(dir));
         command_result r = ucp_check(std::string("CUX_MEMTYPE=query MOCK_CUDA_COUNTS_DIR=") + dir,
-                                     "--only " + only + " --rounds " + std::to_string(rounds) + " 65539 1048576",
+                                     "--only " + only + " --rounds " + rounds + " 65539 1048576",
                                      "self,tcp,cuda_copy,cuda_ipc");
         EXPECT_EQ(0, r.status) << r.output;
         EXPECT_NE(std::string::npos, r.output.find(" 0 failed")) << r.output;
+        if (rounds.find("--timed") != std::string::npos) {
+            EXPECT_NE(std::string::npos, r.output.find("timed 1048576 bytes: ")) << r.output;
+        }
         command_result sum = run_command(std::string("cat ") + dir + "/counts-* 2>/dev/null | awk "
                                          "'/^descriptor exports/ {e += $3} /^imports/ {i += $2} END {print e + 0, i + 0}'");
         run_command(std::string("rm -rf ") + dir);
@@ -286,8 +290,8 @@ TEST_F(ucp_programs, more_messages_of_the_same_buffer_make_no_more_exports_or_im
         const std::string index = list.output;
         ASSERT_FALSE(index.empty()) << "no such case in cux_ucp_datacheck --list";
         long exports1, imports1, exports4, imports4;
-        counts(index, 1, &exports1, &imports1);
-        counts(index, 4, &exports4, &imports4);
+        counts(index, "1", &exports1, &imports1);
+        counts(index, "4 --timed 20", &exports4, &imports4);
         EXPECT_GT(imports1, 0) << "cuda_ipc carried nothing";
         EXPECT_EQ(exports1, exports4) << "descriptor exports grew with the messages";
         EXPECT_EQ(imports1, imports4) << "imports grew with the messages";
