@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a message of VMM memory costs on Debian's UCX 1.13.1 with our module, against cuMemAlloc memory (issue 59).
 #
-#   OUT=DIR gpu-host/run vmm-cost CARRY [CARRY...]
+#   OUT=DIR gpu-host/run vmm-cost [--built-ucx] CARRY [CARRY...]
 #
 # Each CARRY as gpu-host/run containers takes it (Debian's UCX packages, our module, ucx-cuda-run,
 # cux_ucp_datacheck); several are interleaved (a module before a change and after it, one UCX core). Per memory kind
@@ -10,12 +10,16 @@
 # nothing between the transfers, the sender timing them (the time per message printed is half a round trip), and
 # check it again: a figure is kept only from a run that passed. CUX_VMM_COST_REPEATS (default 3) interleaved
 # repeats, CUX_VMM_COST_TIMED round trips (default 300), CUX_VMM_COST_SIZES (64 KB, 1 MB, 64 MB).
+# --built-ucx: also UCX built with CUDA from the UCX source tarball in $carry (lib.sh), our module from the dist
+# tarball there in place of UCX's and UCX's own (no launcher: UCX's memory hooks), interleaved with the rest.
 # UCX_TLS=self,tcp,cuda_copy,cuda_ipc; CUX_VMM_COST_ENV adds variables (for instance CUX_MEMTYPE=hooks).
 # Writes $OUT/vmm-cost.txt (the tables: median [min, max] per carry, and each kind's ratio to cuMemAlloc) and
-# $OUT/vmm-cost.tgz (every run's output, times.tsv).
+# $OUT/vmm-cost-times.tsv (every figure) and $OUT/vmm-cost.tgz (every run's output, build logs).
 set -u
 . "$(dirname "$0")/../lib.sh"
-[ $# -ge 1 ] || { echo "usage: gpu-host/run vmm-cost CARRY [CARRY...]" >&2; exit 2; }
+built=0
+[ "${1:-}" != --built-ucx ] || { built=1; shift; }
+[ $# -ge 1 ] || { echo "usage: gpu-host/run vmm-cost [--built-ucx] CARRY [CARRY...]" >&2; exit 2; }
 carries=()
 for c in "$@"; do carries+=("$(cd "$c" && pwd)"); done
 repeats=${CUX_VMM_COST_REPEATS:-3}
@@ -24,6 +28,7 @@ sizes=${CUX_VMM_COST_SIZES:-65536 1048576 67108864}
 out=${OUT:-/tmp/cux-out}
 report="$out/vmm-cost.txt"
 logs="$out/vmm-cost"
+times="$out/vmm-cost-times.tsv" # beside the logs: it comes back even from a run cut short
 mkdir -p "$logs"
 gh_report "$report"
 # one UCX core for all: the first carry's packages
@@ -35,13 +40,50 @@ check="${carries[0]}/cux_ucp_datacheck" # one check program for all: only the mo
 chmod +x "$check"
 say "Debian's UCX $(ucx_info -v | head -1 | tr -s ' '), $(nvidia-smi -L | head -1)${CUX_VMM_COST_ENV:+, $CUX_VMM_COST_ENV}"
 
+# --built-ucx: UCX with CUDA and ours against it; its runs are named ucx-VERSION-ours and ucx-VERSION-ucx
+if [ "$built" = 1 ]; then
+    prefix=/opt/cux-vmm-cost-ucx work=/tmp/cux-vmm-cost-work
+    ucx_tar=$(ls "$carry"/ucx-*-src.tar.gz | head -1)
+    mkdir -p "$work"
+    tar -C "$work" -xzf "$ucx_tar"
+    ucx_src=$(ls -d "$work"/ucx-*/ | head -1)
+    ucx_name=$(basename "$ucx_src")
+    say "building $ucx_name with CUDA, googletest and ours against it"
+    # no NICs there, and UCX's GPU-initiated InfiniBand code needs DOCA: neither is built
+    if (export LD_LIBRARY_PATH= CUX_UCX_CONFIGURE_EXTRA="--without-verbs --without-rdmacm ac_cv_path_NVCC=" &&
+        gh_reference_ucx "$ucx_src" "$prefix" "$logs/ucx-build.log" && gtest_dir="$work/gtest" &&
+        gh_googletest "$gtest_dir" "$logs/gtest-build.log" &&
+        gh_plugin "$work" "$work/plugin-build" "$prefix" "$ucx_src" "$logs" >/dev/null); then
+        carries+=("$ucx_name-ours" "$ucx_name-ucx")
+    else
+        failed "building $ucx_name or ours against it (vmm-cost.tgz: ucx-build.log, plugin-*.log)"
+    fi
+fi
+# One run of a case: a stock carry through ucx-cuda-run, a built UCX with the module named put in place.
+# shellcheck disable=SC2086
+run_case() { # CARRY CASE LOG
+    case $1 in
+    */*)
+        CUX_MODULE="$1/libuct_cuda.so.0" CUX_PERFTEST_LIB="$1/libcux_perftest.so" CUX_MEMTYPE_LIB="$1/libcux_memtype.so" \
+            timeout -k 5 300 "$1/ucx-cuda-run" "$check" --only "$2" --timed "$timed" $sizes ;;
+    *-ours | *-ucx)
+        if [ "${1##*-}" = ours ]; then
+            module_in_place "$prefix" "$work/plugin-build/.libs/libuct_cuda.so.0"
+        else
+            module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"
+        fi
+        LD_LIBRARY_PATH="$prefix/lib" timeout -k 5 300 "$work/plugin-build/test/cux_ucp_datacheck" --only "$2" \
+            --timed "$timed" $sizes ;;
+    esac >"$3" 2>&1 && grep -q '^PASS' "$3"
+}
+
 # the cases by the names cux_ucp_datacheck prints (their indices differ with the number of GPUs)
 cases=$("$check" --list 2>/dev/null)
 index_of() { awk -v want="$1" -F '\t' '$2 == want {print $1}' <<<"$cases"; }
 kinds=("GPU0 -> GPU0, two processes" "VMM GPU0 -> VMM GPU0, two processes"
        "VMM across two allocations GPU0 -> GPU0, two processes")
 
-: >"$logs/times.tsv"
+: >"$times"
 for r in $(seq 1 "$repeats"); do
     for kind in "${kinds[@]}"; do
         i=$(index_of "$kind")
@@ -49,12 +91,9 @@ for r in $(seq 1 "$repeats"); do
         for c in "${carries[@]}"; do
             name=$(basename "$c")
             log="$logs/$name-$i-$r.log"
-            # shellcheck disable=SC2086
-            if CUX_MODULE="$c/libuct_cuda.so.0" CUX_PERFTEST_LIB="$c/libcux_perftest.so" \
-                CUX_MEMTYPE_LIB="$c/libcux_memtype.so" timeout -k 5 300 "$c/ucx-cuda-run" "$check" --only "$i" \
-                --timed "$timed" $sizes >"$log" 2>&1 && grep -q '^PASS' "$log"; then
+            if run_case "$c" "$i" "$log"; then
                 sed -n 's/^ *timed \([0-9]*\) bytes: \([0-9.]*\) us.*/\1 \2/p' "$log" | while read -r size us; do
-                    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$size" "$r" "$us" >>"$logs/times.tsv"
+                    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$size" "$r" "$us" >>"$times"
                 done
             else
                 failed "$name: $kind (log: $(basename "$log"))"
@@ -65,7 +104,7 @@ done
 
 say "time per message (half a round trip of $timed), median [min, max] of $repeats interleaved repeats; x: the" \
     "median's ratio to cuMemAlloc's of the same carry"
-python3 - "$logs/times.tsv" "${kinds[0]}" <<'PY' | tee -a "$report"
+python3 - "$times" "${kinds[0]}" <<'PY' | tee -a "$report"
 import collections, statistics, sys
 path, base = sys.argv[1], sys.argv[2]
 t = collections.defaultdict(list)
