@@ -7,6 +7,9 @@
 # listing). A module installed by hand in UCX's module directory (contrib/quickstart.sh, the README's first
 # command) must be set aside while the package is installed and be back, the same file and working, after its
 # removal; where there is none, the build's module is put there for the test and taken away after it.
+# Beside the installed package (issue 60), make install must refuse (it would overwrite the package's module) and
+# make uninstall must leave the package whole and remove the hand install's module set aside, so that the
+# package's removal puts nothing back; the user's own hand install is restored afterwards, file for file.
 # Prints one line; exits 0, 1 on a failure, or 77 (skipped) when not root or not on Debian/Ubuntu.
 #
 #   test/run-deb.sh [BUILDDIR]
@@ -85,7 +88,37 @@ env $mock CUX_MODULE="$hand" CUX_PERFTEST_LIB="$builddir/.libs/libcux_perftest.s
     >"$logs/deb-hand-ucx-info.log" 2>&1 &&
     grep -q 'Transport: cuda_ipc' "$logs/deb-hand-ucx-info.log" || fail "the module installed by hand does not load"
 dpkg --verify libucx0 >>"$log" 2>&1 || fail "libucx0 does not verify after removal"
+
+# Beside the package: make install refused, make uninstall leaves it whole. The hand install's module files are
+# kept in a scratch directory for the end (make uninstall removes them); its other files go to a scratch prefix.
+scratch=$(mktemp -d)
+hand_files=$(cd "$moddir" && ls -d libuct_cuda.* 2>/dev/null)
+(cd "$moddir" && cp -a $hand_files "$scratch/") || fail "could not keep the module installed by hand"
+restore_hand() {
+    (cd "$scratch" && cp -a $hand_files "$moddir/") && rm -rf "$scratch"
+}
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >>"$log" 2>&1 || { restore_hand; fail "apt-get install, again"; }
+if make -C "$builddir" install prefix="$scratch/prefix" >"$logs/deb-make-install.log" 2>&1; then
+    restore_hand; fail "make install beside the package did not refuse"
+fi
+cat "$logs/deb-make-install.log" >>"$log"
+grep -q "is the package uct-cuda-plugin's module: make install would overwrite it" "$logs/deb-make-install.log" ||
+    { restore_hand; fail "make install beside the package did not say why it refused"; }
+[ ! -e "$scratch/prefix" ] || { restore_hand; fail "make install beside the package installed something"; }
+# automake's uninstall enters each directory it removes from
+mkdir -p "$scratch"/prefix/{bin,lib/uct-cuda-plugin,libexec/uct-cuda-plugin,share/man/man1,include/uct/cuda/cuda_ipc}
+make -C "$builddir" uninstall prefix="$scratch/prefix" >"$logs/deb-make-uninstall.log" 2>&1 ||
+    { cat "$logs/deb-make-uninstall.log" >>"$log"; restore_hand; fail "make uninstall beside the package"; }
+cat "$logs/deb-make-uninstall.log" >>"$log"
+dpkg --verify uct-cuda-plugin >>"$log" 2>&1 || { restore_hand; fail "make uninstall changed the package's files"; }
+[ ! -e "$hand.by-hand" ] || { restore_hand; fail "make uninstall left the module the package set aside"; }
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq uct-cuda-plugin >>"$log" 2>&1 || { restore_hand; fail "apt-get remove, again"; }
+left=$(cd "$moddir" && ls -d libuct_cuda.* 2>/dev/null)
+[ -z "$left" ] || { restore_hand; fail "after make uninstall and the package's removal, left: $left"; }
+[ -z "$(dpkg-divert --listpackage "$hand")" ] || { restore_hand; fail "a diversion of $hand is left, again"; }
+restore_hand
+[ "$(ls -l "$moddir" 2>&1)" = "$before" ] || fail "the module installed by hand was not restored: $(ls -l "$moddir")"
 [ $placed = 0 ] || rm -f "$hand"
 echo "deb: $(basename "$deb") built ($judged), installed (the module installed by hand set aside), checked (ucx_info -d lists" \
      "cuda_copy and cuda_ipc; --check all OK on the mock), removed (the module installed by hand back and loading);" \
-     "UCX as it was"
+     "beside it make install refused and make uninstall left it whole; UCX as it was"
