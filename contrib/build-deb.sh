@@ -13,7 +13,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$top/build-deb}" && cd "${1:-$top/build-deb}" && pwd)
 cd "$top"
 
-src_line=$(contrib/install-deps.sh deps | tail -n 1)
+src_line=$(contrib/install-deps.sh --tests deps | tail -n 1)
 export UCX_SRC=${src_line##*source tree: }
 
 # dpkg-buildpackage writes its results beside the source tree: a scratch copy keeps them (and the in-tree
@@ -28,6 +28,7 @@ else
 fi
 (cd "$work/src-tree" && dpkg-buildpackage -us -uc -b >"$out/dpkg-buildpackage.log" 2>&1) ||
     { tail -n 30 "$out/dpkg-buildpackage.log"; exit 1; }
-rm -f "$out"/uct-cuda-plugin_*
-mv "$work"/uct-cuda-plugin_* "$out/"
+# every file dpkg-buildpackage wrote, the -dbgsym package too (the .changes lists it: debsign and dput need it)
+rm -f "$out"/uct-cuda-plugin_* "$out"/uct-cuda-plugin-dbgsym_*
+mv "$work"/uct-cuda-plugin_* "$work"/uct-cuda-plugin-dbgsym_* "$out/"
 ls "$out"/uct-cuda-plugin_*.deb

@@ -39,7 +39,7 @@ cat >"$root/build/run.sh" <<EOF
 #!/bin/bash
 set -e
 export DEBIAN_FRONTEND=noninteractive CUX_UCX_SRC=/build/ucx-$upstream
-cd /build/src && contrib/install-deps.sh >/dev/null && ./autogen.sh >/dev/null 2>&1
+cd /build/src && contrib/install-deps.sh --tests >/dev/null && ./autogen.sh >/dev/null 2>&1
 mkdir -p /build/b && cd /build/b
 /build/src/configure --with-ucx=/usr --with-ucx-src=\$CUX_UCX_SRC >configure.log 2>&1
 make -j"\$(nproc)" >make.log 2>&1 && make -j"\$(nproc)" check TESTS= >>make.log 2>&1

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Installs everything needed to build and test the plugin on Debian/Ubuntu, from the distribution's own
-# packages, and fetches the source of exactly the installed libucx-dev version (for UCT's internal headers).
+# Installs what the plugin needs to build (and, with --tests, what its tests and its package need too) on
+# Debian/Ubuntu, from the distribution's own packages, and fetches the source of exactly the installed libucx-dev
+# version (for UCT's internal headers).
 #
-#   contrib/install-deps.sh [SRC_PARENT_DIR]     (default: ./deps)
+#   contrib/install-deps.sh [--tests] [SRC_PARENT_DIR]     (default: ./deps)
 #
-# The deb-src entry is derived from the machine's own apt sources (deb822 or one-line format); no host name
-# is written here. CUX_UCX_SRC=TREE skips the source fetch and names the tree instead.
+# Build: build-essential autoconf automake libtool pkg-config dpkg-dev libucx-dev ucx-utils. --tests adds
+# googletest, clang and its sanitizer runtime, Open MPI, python3, debhelper, fakeroot and lintian.
+# What it changes, so that it can be undone: a deb-src entry (/etc/apt/sources.list.d/uct-cuda-deb-src.sources),
+# derived from the machine's own apt sources (deb822 or one-line format; no host name is written here), where
+# none exists; the packages it installed, listed in SRC_PARENT_DIR/installed-packages.txt. apt checks the UCX
+# source's files against the archive's signed index; dpkg-source checks the upload's signature where a keyring
+# is installed (debian-keyring, ubuntu-keyring), and says so where none is. CUX_UCX_SRC=TREE skips the source
+# fetch and names the tree instead.
 set -euo pipefail
 
+tests=0
+[ "${1:-}" != --tests ] || { tests=1; shift; }
 dest=${1:-deps}
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -50,11 +59,18 @@ add_deb_src() {
 # CUX_UCX_SRC: a source tree of exactly the installed UCX, for a distribution whose registry serves its binary
 # packages but not their sources here (Debian 13: UCX's release tag of the same version)
 [ -n "${CUX_UCX_SRC:-}" ] || add_deb_src
+packages=(build-essential autoconf automake libtool pkg-config dpkg-dev libucx-dev ucx-utils libucx0)
+[ "$tests" = 0 ] || packages+=(googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3
+                               debhelper fakeroot lintian)
+installed() { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 2>/dev/null | awk '$1 == "ii" {print $2}' | sort; }
+before=$(installed)
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends \
-    build-essential autoconf automake libtool pkg-config dpkg-dev debhelper fakeroot \
-    libucx-dev ucx-utils libucx0 googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3 \
-    lintian >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+# what this run added (dependencies included), for apt-get remove; earlier runs' additions kept
+mkdir -p "$dest"
+touch "$dest/installed-packages.txt"
+comm -13 <(echo "$before") <(installed) | cat - "$dest/installed-packages.txt" | sed '/^$/d' | sort -u \
+    >"$dest/installed-packages.txt.new" && mv "$dest/installed-packages.txt.new" "$dest/installed-packages.txt"
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)
 upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}
@@ -65,7 +81,8 @@ fi
 mkdir -p "$dest"
 if ! ls -d "$dest"/ucx-"$upstream"* >/dev/null 2>&1; then
     (cd "$dest" && apt-get source -qq -o APT::Sandbox::User=root --download-only "ucx=$ver" >/dev/null &&
-        dpkg-source -x --no-check ucx_*.dsc >/dev/null)
+        dpkg-source -x ucx_*.dsc >dpkg-source.log 2>&1) || { cat "$dest/dpkg-source.log" >&2; exit 1; }
+    grep -i 'signature\|keyring' "$dest/dpkg-source.log" >&2 || true
 fi
 src=$(ls -d "$dest"/ucx-"$upstream"* | head -1)
 echo "UCX $ver installed; source tree: $(cd "$src" && pwd)"

@@ -56,7 +56,10 @@ LD_PRELOAD=$preload "$prefix/bin/ucx_info" -d | grep -B1 -A12 -E 'Component: cud
 echo "--- ucx_info -c (CUDA_COPY and CUDA_IPC variables)"
 LD_PRELOAD=$preload "$prefix/bin/ucx_info" -c | grep -E 'CUDA_(COPY|IPC)_'
 
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ ! -e /usr/include/gtest/gtest.h ]; then
+    echo "--- GPU demo: the tests' packages are not installed (contrib/install-deps.sh --tests); the launcher's check:"
+    ./ucx-cuda-run --check || true
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "--- GPU demo: host <-> GPU transfers through libuct"
     make -j"$(nproc)" check TESTS= >check-build.log 2>&1 || { tail -n 20 check-build.log; exit 1; }
     UCX_MODULES=^cuda ./test/cux_gtest --gtest_filter='copy.memory_type_detection:copy.put_zcopy_registered_local'
@@ -68,5 +71,8 @@ cat <<EOT
     test/run-all.sh                       every test (the mock driver stands in for a GPU where there is none)
     ucx-cuda-run --check                  on a GPU host: whether everything is in place
     UCX_TLS=self,sm,cuda_copy,cuda_ipc ucx-cuda-run ucx_perftest ...   (README, "Running programs")
-    make -C build uninstall               to remove what this installed (as root)
+    make -C build test/libmockcuda.la && CUX_DRIVER_PATH=\$PWD/build/test/.libs/libmockcuda.so ucx-cuda-run ucx_info -d
+                                          without a GPU: the tests' mock driver's two GPUs
+To undo it (as root): make -C build uninstall; apt-get remove \$(cat deps/installed-packages.txt) (the packages
+it installed); rm /etc/apt/sources.list.d/uct-cuda-deb-src.sources (the source entry, where it added one).
 EOT

@@ -16,7 +16,7 @@ step() { echo "run-all: $1 (about $2 min on 2 cores)"; }
 step "dependencies and the UCX source (contrib/install-deps.sh)" 1
 if [ -z "${UCX_SRC:-}" ]; then
     if [ "$prefix" = /usr ] && command -v apt-get >/dev/null 2>&1; then
-        src_line=$(contrib/install-deps.sh deps | tail -n 1)
+        src_line=$(contrib/install-deps.sh --tests deps | tail -n 1)
         UCX_SRC=${src_line##*source tree: }
     else
         echo "run-all: set UCX_SRC to the source tree of the UCX in $prefix" >&2

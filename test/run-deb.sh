@@ -51,6 +51,11 @@ echo "a module installed by hand: $(ls -l "$hand") ($([ $placed = 1 ] && echo "p
 deb=$("$top/contrib/build-deb.sh" "$builddir/deb" 2>>"$log" | tail -n 1)
 [ -f "$deb" ] || fail "the package did not build"
 echo "built $deb: $(dpkg-deb -f "$deb" Depends)" >>"$log"
+# every file the .changes lists is beside it (debsign and dput need them all), and the man page ships once
+for f in $(awk '/^Files:/ {on = 1; next} /^[^ ]/ {on = 0} on {print $5}' "$(dirname "$deb")"/uct-cuda-plugin_*.changes); do
+    [ -f "$(dirname "$deb")/$f" ] || fail "the .changes lists $f, which contrib/build-deb.sh did not copy out"
+done
+[ "$(dpkg-deb -c "$deb" | grep -c 'ucx-cuda-run\.1')" = 1 ] || fail "the man page ships more than once"
 dpkg-deb -f "$deb" Depends | grep -q "libucx0 (= $(dpkg-query -W -f='${Version}' libucx0))" ||
     fail "the package does not depend on exactly the installed libucx0"
 # the package as Debian judges it, where lintian is installed (contrib/install-deps.sh installs it)

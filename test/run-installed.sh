@@ -31,6 +31,16 @@ if [ -f "$said" ] && ! { grep -q 'build/make.log' "$said" && grep -q 'Next:' "$s
     echo "installed: FAILED: contrib/quickstart.sh did not end with its logs and the next steps ($said)"
     exit 1
 fi
+# and how to undo it: the packages contrib/install-deps.sh installed are listed, each still installed
+added="$(dirname "$builddir")/deps/installed-packages.txt"
+if [ -f "$said" ] && ! { grep -q 'To undo it' "$said" && [ -f "$added" ]; }; then
+    echo "installed: FAILED: contrib/quickstart.sh did not say how to undo it, or $added is missing"
+    exit 1
+fi
+for p in $(cat "$added" 2>/dev/null); do
+    dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' ||
+        { echo "installed: FAILED: $added lists $p, which is not installed"; exit 1; }
+done
 sources=/etc/apt/sources.list.d/uct-cuda-deb-src.sources
 if [ -e "$sources" ] && [ "$(stat -c %a "$sources")" != 644 ]; then
     echo "installed: FAILED: $sources is mode $(stat -c %a "$sources"), not 644"
