@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What a message of VMM memory costs on Debian's UCX 1.13.1 with our module, against cuMemAlloc memory (issue 59).
 #
 #   OUT=DIR gpu-host/run vmm-cost [--built-ucx] CARRY [CARRY...]
