@@ -32,6 +32,11 @@ static struct {
 
 static int cux_module_registered;
 
+/* The UCX release this module is built for, readable from the file without loading it (strings; the route into
+ * NIXL's pip wheel checks it against the wheel's UCX: contrib/nixl-pip-module.sh) */
+__attribute__((used)) static const char cux_module_built_for[] =
+    "uct-cuda-plugin built for UCX " CUX_UCX_STR(CUX_UCX_RELEASE);
+
 /* The uct_cuda framework's submodules of this UCX build (gdrcopy), as its configure listed them */
 #ifndef uct_cuda_MODULES
 #define uct_cuda_MODULES "" /* a UCX configured with --with-ucx-build-config=detect: built without CUDA */
