@@ -212,6 +212,31 @@ TEST_F(ipc_transport, a_forged_vmm_length_evicts_no_other_peers_mappings)
     remote_free(vmm);
 }
 
+/* Issue 59, item 3: an import reserves the address space its key covers and no more (pytorch/pytorch#186213 reports
+ * importers reserving 9/8 of the GPU per handle); a buffer across two allocations of one range (an expandable
+ * segment) is one reservation for the span. */
+TEST_F(ipc_transport, an_import_reserves_exactly_what_its_key_covers)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "reads the mock's reserved address space";
+    }
+    buffer local(buf_kind::cuda0, 4096);
+    for (uint64_t kind : {(uint64_t)alloc_vmm_fd, (uint64_t)alloc_vmm_split}) {
+        SCOPED_TRACE((kind == alloc_vmm_fd) ? "one cuMemCreate allocation" : "two allocations of one range");
+        remote_buf vmm = remote_alloc(4 << 20, 0, 11, kind);
+        ASSERT_NE(0u, vmm.addr);
+        const cux_ipc_rkey_t *key = (const cux_ipc_rkey_t*)vmm.rkey.rkey;
+        EXPECT_EQ((kind == alloc_vmm_fd) ? CUX_IPC_KIND_VMM_FD : CUX_IPC_KIND_VMM_SPAN, key->kind);
+        long before = mock_live("reserved bytes");
+        ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), 4096, vmm.addr + (4 << 20) - 4096, vmm.rkey.rkey));
+        EXPECT_EQ((long)key->length, mock_live("reserved bytes") - before) << "the import reserved more than the key";
+        EXPECT_EQ(4u << 20, key->length);
+        cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), m_peer->pid());
+        EXPECT_EQ(before, mock_live("reserved bytes")) << "the mapping's reservation outlived it";
+        remote_free(vmm);
+    }
+}
+
 /* Probe 3 of the review: when cuMemGetAddressRange failed on a mapping, the key's length was trusted, and a put
  * 8 KB past a 4 KB mapping overwrote the importer's own memory. Now a mapping the driver cannot measure is
  * refused even for a true key (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange), and a forged length never maps. */

@@ -39,7 +39,8 @@ CUresult mock_injected(const char *name, CUresult error)
  * export calls that failed so far, "fabric calls", the calls of the fabric handle type so far, "issued copies",
  * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernel so far, "descriptor
  * exports" (cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle) and "imports" (of another process's
- * memory: legacy handles, VMM descriptors, pools and pool pointers) so far. With MOCK_CUDA_COUNTS_DIR, a process
+ * memory: legacy handles, VMM descriptors, pools and pool pointers) so far; "reserved bytes", the address space
+ * reserved now (cuMemAddressReserve less cuMemAddressFree). With MOCK_CUDA_COUNTS_DIR, a process
  * keeps the last two in DIR/counts-PID ("descriptor exports N", "imports N"), for tests of programs that know
  * nothing of the mock. */
 long mock_live_streams, mock_live_events;
@@ -72,6 +73,13 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_kernel_launches, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "imported pools")) {
         return mock_imported_pools();
+    } else if (!strcmp(what, "reserved bytes")) {
+        pthread_mutex_lock(&mock_lock);
+        for (i = 0; i < MOCK_MAX_RESERVED; ++i) {
+            n += (long)mock_reserved[i].size;
+        }
+        pthread_mutex_unlock(&mock_lock);
+        return n;
     }
     imported = !strcmp(what, "mappings");
     pthread_mutex_lock(&mock_lock);
