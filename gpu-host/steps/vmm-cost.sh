@@ -6,7 +6,8 @@
 #
 # Each CARRY as gpu-host/run containers takes it (Debian's UCX packages, our module, ucx-cuda-run,
 # cux_ucp_datacheck); several are interleaved (a module before a change and after it, one UCX core). Per memory kind
-# (cuMemAlloc; cuMemCreate with a POSIX descriptor; two cuMemCreate in one reserved range) two processes on GPU 0
+# (cuMemAlloc; cuMemCreate with a POSIX descriptor; two cuMemCreate in one reserved range; a pool made with the
+# POSIX descriptor type) two processes on GPU 0
 # check every size (cux_ucp_datacheck --only CASE --timed N SIZES), then send it N times there and back with
 # nothing between the transfers, the sender timing them (the time per message printed is half a round trip), and
 # check it again: a figure is kept only from a run that passed. CUX_VMM_COST_REPEATS (default 3) interleaved
@@ -82,7 +83,7 @@ run_case() { # CARRY CASE LOG
 cases=$("$check" --list 2>/dev/null)
 index_of() { awk -v want="$1" -F '\t' '$2 == want {print $1}' <<<"$cases"; }
 kinds=("GPU0 -> GPU0, two processes" "VMM GPU0 -> VMM GPU0, two processes"
-       "VMM across two allocations GPU0 -> GPU0, two processes")
+       "VMM across two allocations GPU0 -> GPU0, two processes" "shareable pool GPU0 -> GPU0, two processes")
 
 : >"$times"
 for r in $(seq 1 "$repeats"); do
