@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 using namespace cux_test;
 
@@ -32,14 +31,18 @@ TEST(docs, every_relative_link_leads_to_a_file)
             docs.push_back(entry.path());
         }
     }
-    const std::regex link(R"(\]\(([^)#\s]+)(#[^)\s]*)?\))");
     int checked = 0;
     for (const auto &doc : docs) {
         std::ifstream in(doc);
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        for (std::sregex_iterator m(text.begin(), text.end(), link), end; m != end; ++m) {
-            const std::string target = (*m)[1];
-            if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) {
+        /* "](TARGET)" or "](TARGET#anchor)"; no std::regex: GCC 12 warns inside it under the sanitizers */
+        for (size_t at = text.find("]("); at != std::string::npos; at = text.find("](", at + 2)) {
+            size_t end = text.find_first_of(")# \n", at + 2);
+            if (end == std::string::npos) {
+                break;
+            }
+            const std::string target = text.substr(at + 2, end - at - 2);
+            if (target.empty() || (target.find("://") != std::string::npos) || (target.rfind("mailto:", 0) == 0)) {
                 continue;
             }
             EXPECT_TRUE(fs::exists(doc.parent_path() / target)) << doc.filename().string() << ": " << target;
