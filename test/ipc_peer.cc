@@ -388,6 +388,19 @@ int ipc_peer_main(int fd)
                 reply.status = (got == pattern(msg.c, msg.b)) ? 0 : 1;
                 break;
             }
+            case peer_op::reg: {
+                uct_mem_h memh;
+                reply.status = uct_md_mem_reg(md, (void*)msg.a, msg.b, UCT_MD_MEM_ACCESS_ALL, &memh);
+                if (reply.status == UCS_OK) {
+                    reply.status   = uct_md_mkey_pack(md, memh, reply.blob);
+                    reply.blob_len = sizeof(reply.blob);
+                    reply.a        = (uint64_t)(uintptr_t)memh;
+                }
+                break;
+            }
+            case peer_op::dereg:
+                reply.status = uct_md_mem_dereg(md, (uct_mem_h)(uintptr_t)msg.a);
+                break;
             case peer_op::nodump:
                 reply.status = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
                 break;

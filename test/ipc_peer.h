@@ -16,7 +16,8 @@ namespace cux_test {
  * not read its memory nor take its descriptors, as under Yama's ptrace_scope=1 for a non-root sibling. */
 /* export_fd: the cuMemCreate allocation at address a exported as a POSIX descriptor, which comes with the reply
  * (SCM_RIGHTS: ipc_peer::call_for_fd), as a process hands one to another over a UNIX socket. */
-enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump, export_fd };
+/* reg: register [a, a + b) of a buffer alloc made and pack its key (reply.a: a handle for dereg); dereg: a */
+enum class peer_op : uint32_t { hello, alloc, free, fill, check, exit, nodump, export_fd, reg, dereg };
 
 /* How the peer allocates: cuMemAlloc, cuMemCreate with or without a POSIX fd handle type, from a memory pool
  * made with that handle type or from the device's default pool (which has none), or two cuMemCreate allocations

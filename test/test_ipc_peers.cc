@@ -237,6 +237,51 @@ TEST_F(ipc_transport, an_import_reserves_exactly_what_its_key_covers)
     }
 }
 
+/* Issue 59, item 3: an expandable segment that grew (PyTorch maps a second cuMemCreate after the first in its
+ * reserved range). A buffer in the piece it grew by maps that piece alone, and the first piece's mapping serves
+ * on: one import and one piece's address space, nothing again for what was mapped. */
+TEST_F(ipc_transport, a_segment_that_grew_maps_only_the_new_piece)
+{
+    if (!using_mock_driver()) {
+        GTEST_SKIP() << "counts the mock's imports and reserved address space";
+    }
+    const size_t piece = 2 << 20;
+    buffer local(buf_kind::cuda0, 4096);
+    remote_buf seg = remote_alloc(2 * piece, 0, 13, alloc_vmm_split);
+    ASSERT_NE(0u, seg.addr);
+    auto key_of = [&](uint64_t addr, size_t size, uint64_t *memh, uct_rkey_bundle_t *bundle) {
+        peer_msg req = {};
+        req.op = peer_op::reg; req.a = addr; req.b = size;
+        peer_msg reply = m_peer->call(req);
+        ASSERT_EQ(UCS_OK, reply.status);
+        *memh = reply.a;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, reply.blob, bundle));
+    };
+    uint64_t first_memh = 0, grown_memh = 0;
+    uct_rkey_bundle_t first = {}, grown = {};
+    key_of(seg.addr, piece, &first_memh, &first); /* the segment before it grew */
+    ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), 4096, seg.addr, first.rkey));
+    const long imports = mock_live("imports"), reserved = mock_live("reserved bytes");
+
+    key_of(seg.addr + piece, piece, &grown_memh, &grown); /* the piece it grew by */
+    EXPECT_EQ(CUX_IPC_KIND_VMM_FD, ((const cux_ipc_rkey_t*)grown.rkey)->kind);
+    ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), 4096, seg.addr + piece, grown.rkey));
+    EXPECT_EQ(imports + 1, mock_live("imports")) << "more than the new piece was imported";
+    EXPECT_EQ(reserved + (long)piece, mock_live("reserved bytes")) << "more than the new piece was reserved";
+    ASSERT_EQ(UCS_OK, zcopy(false, local.ptr(), 4096, seg.addr + 4096, first.rkey));
+    EXPECT_EQ(imports + 1, mock_live("imports")) << "the first piece was imported again";
+
+    uct_rkey_release(m_component, &first);
+    uct_rkey_release(m_component, &grown);
+    for (uint64_t memh : {first_memh, grown_memh}) {
+        peer_msg req = {};
+        req.op = peer_op::dereg; req.a = memh;
+        EXPECT_EQ(UCS_OK, m_peer->call(req).status);
+    }
+    cux_ipc_cache_purge_pid(&cux_ipc_cache, cux_ipc_pid_namespace(), m_peer->pid());
+    remote_free(seg);
+}
+
 /* Probe 3 of the review: when cuMemGetAddressRange failed on a mapping, the key's length was trusted, and a put
  * 8 KB past a 4 KB mapping overwrote the importer's own memory. Now a mapping the driver cannot measure is
  * refused even for a true key (mock: MOCK_CUDA_FAIL=cuMemGetAddressRange), and a forged length never maps. */
