@@ -5,6 +5,7 @@
  * from UCX), and tag send/receive get no memory-type hint, so UCP must recognise the memory by itself.
  *
  *   cux_ucp_datacheck [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | --sibling-namespaces]
+ *                 [--as-user UID:GID]
  *                 [--threads N] [--rounds N] [--timed N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]
  *   cux_ucp_datacheck --list      (each case's index and name, tab-separated)
  *
@@ -39,7 +40,10 @@
  * --pid-namespace: the sending side runs as pid 1 of a PID namespace of its own, with its own mount namespace and
  * /proc, as in a container without a shared PID namespace (root; cuda_ipc reaches it with
  * UCX_CUDA_IPC_SOCKET_DIR set). --sibling-namespaces: each side runs as pid 1 of PID, mount, IPC and UTS namespaces of
- * its own, as two containers or pods do (both programs pid 1).
+ * its own, as two containers or pods do (both programs pid 1). --as-user UID:GID: each side then goes on as that
+ * user and group with no capabilities (root, after the namespaces: a container's `runAsUser`), and makes its own
+ * socket directory, UCX_CUDA_IPC_SOCKET_DIR, mode 0700, where it is not there yet (the recipes' `mkdir -p -m 700`
+ * in a shared volume; docs/containers.md).
  *
  * Built as cux_ucp_datacheck_static_cudart with the CUDA runtime linked statically, it runs the runtime cases only.
  *
@@ -54,6 +58,8 @@
 #include "driver/cux_cuda.h"
 #include "cux_own_pidns.h"
 #include <dirent.h>
+#include <errno.h>
+#include <grp.h>
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
@@ -63,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucp/api/ucp.h>
@@ -143,6 +150,7 @@ static int    check_thread_failed;     /* a thread of this process failed: the o
 static int    check_peer_errors = 0;
 static int    check_kill_peer   = 0;
 static int    check_pid_namespace = 0; /* 1: the sender in a namespace of its own; 2: each side in its own */
+static long   check_uid = -1, check_gid = -1; /* --as-user */
 static int    check_threads     = 1;
 static const char *check_only     = NULL; /* comma-separated case indices, NULL for all */
 static CUcontext check_ctx;               /* made current in every thread */
@@ -1079,6 +1087,22 @@ static void enter_own_pid_namespace(void)
     }
 }
 
+/* --as-user: the user a container's spec names, no supplementary groups and so no capabilities; then its socket
+ * directory as the recipes make it (both sides may race to it: either makes it) */
+static void become_user(void)
+{
+    const char *dir = getenv("UCX_CUDA_IPC_SOCKET_DIR");
+
+    if ((setgroups(0, NULL) != 0) || (setgid((gid_t)check_gid) != 0) || (setuid((uid_t)check_uid) != 0)) {
+        perror("--as-user (setgroups, setgid, setuid: root only)");
+        _exit(1);
+    }
+    if ((dir != NULL) && (*dir != '\0') && (mkdir(dir, 0700) != 0) && (errno != EEXIST)) {
+        perror("--as-user: making UCX_CUDA_IPC_SOCKET_DIR");
+        _exit(1);
+    }
+}
+
 static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
 {
     pid_t pid = fork();
@@ -1087,6 +1111,9 @@ static pid_t spawn(const check_case_t *c, int is_sender, int fd, int other_fd)
         close(other_fd);
         if ((check_pid_namespace == 2) || (check_pid_namespace && is_sender)) {
             enter_own_pid_namespace();
+        }
+        if (check_uid >= 0) {
+            become_user();
         }
         alarm(300); /* a hang fails the case */
         int rc = run_side(c, is_sender, fd);
@@ -1127,6 +1154,9 @@ int main(int argc, char **argv)
             check_kill_peer = check_peer_errors = 1;
         } else if (!strcmp(argv[i], "--pid-namespace")) {
             check_pid_namespace = 1;
+        } else if (!strcmp(argv[i], "--as-user") && (i + 1 < argc) &&
+                   (sscanf(argv[i + 1], "%ld:%ld", &check_uid, &check_gid) == 2)) {
+            ++i;
         } else if (!strcmp(argv[i], "--sibling-namespaces")) {
             check_pid_namespace = 2;
         } else if (!strcmp(argv[i], "--peer-errors")) {
@@ -1154,7 +1184,7 @@ int main(int argc, char **argv)
             check_num_sizes            = sizes_given;
         } else {
             fprintf(stderr, "usage: %s --list | [--fill-sync] [--peer-errors [--kill-peer]] [--pid-namespace | "
-                    "--sibling-namespaces] [--threads N] "
+                    "--sibling-namespaces] [--as-user UID:GID] [--threads N] "
                     "[--rounds N] [--timed N] [--wait-limit S] [--only I,J,...] [--sweep | SIZE...]\n", argv[0]);
             return 2;
         }

@@ -9,6 +9,7 @@
 #include "ipc_peer.h"
 #include "ipc_transport.h"
 
+#include <sys/stat.h>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -338,6 +339,35 @@ TEST_F(ucp_programs, ucp_data_check_between_two_containers_whose_programs_are_bo
     /* VMM memory is mapped either way; legacy memory only where the cleared handle opens */
     EXPECT_LT(0u, mapped[1]);
     EXPECT_LT(mapped[1], mapped[0]);
+}
+
+/* Issue 60, items 1-2: the Kubernetes recipe of docs/containers.md as far as one machine makes it: each side pid 1
+ * of its own PID, mount, IPC and UTS namespaces, running as a non-root user with no capabilities (runAsUser), and
+ * making its own 0700 socket directory inside a shared 0777 directory (an emptyDir), no root init container.
+ * cuda_ipc carries cuMemAlloc and VMM memory, and the directory is that user's, mode 0700. */
+TEST_F(ucp_programs, ucp_data_check_as_the_kubernetes_recipe_runs_it)
+{
+    if (!can_make_pid_namespace()) {
+        GTEST_SKIP() << "makes a PID namespace for each side and changes user (root)";
+    }
+    char dir[] = "/tmp/cux-emptydir-XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    ASSERT_EQ(0, chmod(dir, 0777));
+    const std::string sockets = std::string(dir) + "/s";
+    command_result r = ucp_check(std::string("bash -c \"MOCK_CUDA_BROKER=1 CUX_MEMTYPE=query UCX_LOG_LEVEL=debug "
+                                             "UCX_CUDA_IPC_SOCKET_DIR=") + sockets,
+                                 "--sibling-namespaces --as-user 4321:4321 --only 1,10 8 65539 1048576 2>&1 | "
+                                 "grep -E 'mapped pid|cannot map|passed|^(PASS|FAIL)'; echo exit \\${PIPESTATUS[0]}\"",
+                                 "self,tcp,cuda_copy,cuda_ipc");
+    struct stat st = {};
+    EXPECT_EQ(0, stat(sockets.c_str(), &st)) << "no socket directory made";
+    EXPECT_EQ(4321u, st.st_uid);
+    EXPECT_EQ(0700u, st.st_mode & 07777);
+    run_command(std::string("rm -rf ") + dir);
+    EXPECT_NE(std::string::npos, r.output.find("exit 0")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("2 passed, 0 failed")) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("mapped pid 1 ")) << "cuda_ipc carried nothing:\n" << r.output;
+    EXPECT_EQ(std::string::npos, r.output.find("cannot map")) << r.output;
 }
 
 /* Issue 47: memory with the fabric handle type alone, through UCP. Fabric VMM memory and fabric pools' memory go

@@ -13,7 +13,9 @@
 #    with different pids.
 # 2. cux_ucp_datacheck, UCX_TLS=self,tcp,cuda_copy,cuda_ipc, UCX_CUDA_IPC_SOCKET_DIR shared: legacy, VMM, VMM
 #    across two allocations and shareable pools on one GPU, both sides pid 1 of sibling namespaces
-#    (--sibling-namespaces), against the sender alone in a namespace (--pid-namespace) and one namespace.
+#    (--sibling-namespaces), against the sender alone in a namespace (--pid-namespace) and one namespace; and as
+#    the Kubernetes recipe of docs/containers.md makes them ("recipe"): each side pid 1 of its own namespaces as
+#    uid 1000 with no capabilities, making its own 0700 socket directory in a shared 0777 one (an emptyDir).
 # 3. ucx_perftest tag_bw -m cuda (legacy memory), 1 MB and 64 MB, server and client each pid 1 of its own
 #    namespaces, against both in one namespace, interleaved REPEATS times (default 3); UCX_LOG_LEVEL=info's
 #    endpoint lines say which transport carried the data, and the warnings are kept.
@@ -54,10 +56,19 @@ dir=/tmp/cux-sockets
 rm -rf "$dir"
 mkdir -m 700 "$dir"
 say "2. cux_ucp_datacheck, UCX_CUDA_IPC_SOCKET_DIR=$dir (cases: legacy, VMM, VMM split, shareable pools; one GPU)"
-for mode in --sibling-namespaces --pid-namespace none; do
+emptydir=/tmp/cux-emptydir
+rm -rf "$emptydir"
+mkdir -m 777 "$emptydir"
+for mode in --sibling-namespaces --pid-namespace none recipe; do
     log="$logs/datacheck${mode#-}.log"
-    UCX_CUDA_IPC_SOCKET_DIR=$dir UCX_TLS=self,tcp,cuda_copy,cuda_ipc CUX_MEMTYPE=query timeout -k 5 280 \
-        "$run" "$stock/cux_ucp_datacheck" $([ "$mode" = none ] || echo "$mode") --only 1,10,12,14,16 \
+    args=() sockets=$dir
+    case $mode in
+    none) ;;
+    recipe) args=(--sibling-namespaces --as-user 1000:1000) sockets=$emptydir/s ;;
+    *) args=("$mode") ;;
+    esac
+    UCX_CUDA_IPC_SOCKET_DIR=$sockets UCX_TLS=self,tcp,cuda_copy,cuda_ipc CUX_MEMTYPE=query timeout -k 5 280 \
+        "$run" "$stock/cux_ucp_datacheck" "${args[@]}" --only 1,10,12,14,16 \
         8 65539 1048576 16777216 >"$log" 2>&1
     echo "exit $?" >>"$log"
     echo "-- datacheck $mode" >>"$report"
