@@ -12,11 +12,13 @@ ifneq ($(cux_guarded_goals),)
 ifeq ($(DESTDIR),)
 cux_module := $(moduledir)/libuct_cuda.so.0
 # "PACKAGE: PATH" (or "PACKAGE:ARCH: PATH"); dpkg's diversion lines have spaces before their colon
-cux_owner = $(shell dpkg-query -S '$(1)' 2>/dev/null | sed -n 's/^\([^ :]*\)\(:[a-z0-9_]*\)\{0,1\}: .*/\1/p' | head -n 1)
+cux_owner = $(shell dpkg-query -S '$(1)' 2>/dev/null | \
+                    sed -n 's/^\([^ :]*\)\(:[a-z0-9_]*\)\{0,1\}: .*/\1/p' | head -n 1)
 cux_module_owner := $(call cux_owner,$(cux_module))
 ifneq ($(cux_module_owner),)
 ifneq ($(filter install%,$(cux_guarded_goals)),)
-$(error $(cux_module) is the package $(cux_module_owner)'s module: make install would overwrite it. Remove the package first (apt remove $(cux_module_owner)) or keep the package alone)
+$(error $(cux_module) is the package $(cux_module_owner)'s module: make install would overwrite it. \
+Remove the package first (apt remove $(cux_module_owner)) or keep the package alone)
 endif
 # uninstall: libtool would remove the files the .la names, which are the package's now
 module_LTLIBRARIES :=

@@ -14,12 +14,13 @@
  * bytes from its start, with guard bytes before and after it that must stay untouched. One buffer on each
  * side goes back and forth: per size and round the first process fills its buffer and sends it, the second
  * poisons its own, receives, checks, changes the content and sends it back into the first one's buffer, which
- * checks it (default 2 rounds). --timed N then sends each size N times there and back with no fill or check between,
- * the first side printing the time per message (half a round trip: what the process start, the set-up and the
- * checks would drown), and checks its rounds once more after them. Every fill is a plain synchronous cuMemcpy from pageable memory with nothing
- * after it, as applications write; --fill-sync adds cuCtxSynchronize after each fill. --peer-errors opens the
- * endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the
- * first side's endpoint configuration, to show which transports UCP chose in that mode; with --kill-peer the
+ * checks it (default 2 rounds). --timed N then sends each size N times there and back with no fill or check
+ * between, the first side printing the time per message (half a round trip: what the process start, the set-up
+ * and the checks would drown), and checks its rounds once more after them. Every fill is a plain synchronous
+ * cuMemcpy from pageable memory with nothing after it, as applications write; --fill-sync adds
+ * cuCtxSynchronize after each fill. --peer-errors opens the endpoints with peer error handling
+ * (UCP_ERR_HANDLING_MODE_PEER, as Python's UCX bindings do) and prints the first side's endpoint configuration,
+ * to show which transports UCP chose in that mode; with --kill-peer the
  * second side then kills itself while the first has a rendezvous send to it outstanding, and that send must
  * end (in an error) instead of hanging. --only runs the cases
  * of those indices (0-based, in the order printed). --threads N: each process has one UCP worker in
@@ -1193,9 +1194,8 @@ int main(int argc, char **argv)
         (check_timed && (check_threads > 1)) || (check_num_sizes == 0) || (check_threads < 1) ||
         (check_threads > CHECK_MAX_THREADS) || (check_kill_peer && (check_threads > 1)) ||
         !(check_wait_limit >= 1) || (check_wait_limit > 86400)) {
-        fprintf(stderr, "%s: 1 to 16384 rounds, 0 to 1000000 timed round trips (one thread), at least one size, 1 to %d "
-                "threads (one with --kill-peer), a wait "
-                "limit of 1 to 86400 s\n", argv[0], CHECK_MAX_THREADS);
+        fprintf(stderr, "%s: 1 to 16384 rounds, 0 to 1000000 timed round trips (one thread), at least one size, "
+                "1 to %d threads (one with --kill-peer), a wait limit of 1 to 86400 s\n", argv[0], CHECK_MAX_THREADS);
         return 2;
     }
     if (getenv("CUX_TEST_DATACHECK_DROP") != NULL) {

@@ -57,18 +57,23 @@ echo "layout: $(ls "$libs" "$libs/ucx" | tr '\n' ' ')" >>"$log"
 
 route=("$top/contrib/nixl-pip-module.sh" --libs "$libs")
 mock="CUX_DRIVER_PATH=$builddir/test/.libs/libmockcuda.so"
-env $mock "${route[@]}" --check >>"$log" 2>&1 && fail "--check found CUDA components before the module was put in"
+env $mock "${route[@]}" --check >>"$log" 2>&1 &&
+    fail "--check found CUDA components before the module was put in"
 "${route[@]}" "$builddir/.libs/libuct_cuda.so.0" >>"$log" 2>&1 && fail "a module built for another release was put in"
 grep -q 'is built for UCX' "$log" || fail "the refusal of another release's module did not say why"
-"${route[@]}" "$work/build/.libs/libuct_cuda.so.0" >"$work/put.log" 2>&1 || { cat "$work/put.log" >>"$log"; fail "putting the module in"; }
+"${route[@]}" "$work/build/.libs/libuct_cuda.so.0" >"$work/put.log" 2>&1 ||
+    { cat "$work/put.log" >>"$log"; fail "putting the module in"; }
 cat "$work/put.log" >>"$log"
 plugin=$(sed -n 's/^export UCX_PLUGIN_PATH=//p' "$work/put.log")
 [ -f "$plugin/libuct_cuda.so.0.0.0" ] || fail "no libuct_cuda.so.0.0.0 in the plugin directory it named ($plugin)"
 readelf -d "$plugin/libuct_cuda.so.0.0.0" | grep -q 'NEEDED.*libucs\.so' && fail "the module still names libucs.so.0"
-env $mock UCX_PLUGIN_PATH="$plugin" "${route[@]}" --check >"$work/check.log" 2>&1 || { cat "$work/check.log" >>"$log"; fail "--check with UCX_PLUGIN_PATH"; }
+env $mock UCX_PLUGIN_PATH="$plugin" "${route[@]}" --check >"$work/check.log" 2>&1 ||
+    { cat "$work/check.log" >>"$log"; fail "--check with UCX_PLUGIN_PATH"; }
 cat "$work/check.log" >>"$log"
 grep -q "libuct_cuda loaded: $plugin/libuct_cuda.so.0.0.0\$" "$work/check.log" || fail "UCX did not load our module"
-grep '^UCX libraries loaded:' "$work/check.log" | grep -q 'libuc[mpst]\.so' && fail "a second UCX was loaded beside the wheel's"
+grep '^UCX libraries loaded:' "$work/check.log" | grep -q 'libuc[mpst]\.so' &&
+    fail "a second UCX was loaded beside the wheel's"
 echo "nixl-pip: UCX $(sed -n 's/^NIXL.s UCX \([^:]*\):.*/\1/p' "$work/check.log") in the wheel's layout loads ours from" \
-    "UCX_PLUGIN_PATH ($(sed -n 's/^components: //p' "$work/check.log")), none without it; another release's module refused"
+    "UCX_PLUGIN_PATH ($(sed -n 's/^components: //p' "$work/check.log")), none without it;" \
+    "another release's module refused"
 rm -rf "$work"
