@@ -230,7 +230,9 @@ typedef struct CUmemcpyAttributes_st {
 /* --- entry points by version --- */
 
 typedef enum CUdriverProcAddress_flags_enum {
-    CU_GET_PROC_ADDRESS_DEFAULT = 0
+    CU_GET_PROC_ADDRESS_DEFAULT                   = 0,
+    CU_GET_PROC_ADDRESS_LEGACY_STREAM             = 1 << 0,
+    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1
 } CUdriverProcAddress_flags;
 
 typedef enum CUdriverProcAddressQueryResult_enum {

@@ -170,6 +170,14 @@ CUresult mock_untrack(uintptr_t start, int kind);
 void mock_late_land(void);
 CUresult mock_sync_copy(CUdeviceptr dst, CUdeviceptr src, size_t n);
 CUresult mock_alloc(CUdeviceptr *p, size_t n, int managed);
+/* the stream-ordered allocator and its per-thread default stream twins (mock_pools.c) */
+CUresult m_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d);
+CUresult m_cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s);
+CUresult m_cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s);
+CUresult m_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s);
+CUresult m_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s);
+CUresult m_cuMemFreeAsync(CUdeviceptr p, CUstream s);
+CUresult m_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
 CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n);
 CUresult m_cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned f);
 CUresult m_cuMemFree(CUdeviceptr p);

@@ -6,6 +6,13 @@
 
 #define MOCK_SYM(_name) {#_name, (void*)m_##_name}
 
+/* Synchronous copies, as applications fill and read their buffers (also exported below). */
+static CUresult m_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+{
+    return mock_sync_copy(dst, (CUdeviceptr)src, n);
+}
+static CUresult m_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) { return mock_sync_copy((CUdeviceptr)dst, src, n); }
+
 static const struct {
     const char *name;
     void       *fn;
@@ -32,15 +39,75 @@ static const struct {
     MOCK_SYM(cuMemPoolImportFromShareableHandle), MOCK_SYM(cuMemPoolImportPointer), MOCK_SYM(cuMemPoolGetAccess),
     MOCK_SYM(cuMemPoolSetAccess), MOCK_SYM(cuMemPoolDestroy), MOCK_SYM(cuModuleLoadData),
     MOCK_SYM(cuModuleGetFunction), MOCK_SYM(cuLaunchKernel),
+    MOCK_SYM(cuDeviceGetDefaultMemPool), MOCK_SYM(cuMemAllocAsync), MOCK_SYM(cuMemAllocFromPoolAsync),
+    MOCK_SYM(cuMemFreeAsync), MOCK_SYM(cuMemcpyHtoD), MOCK_SYM(cuMemcpyDtoH),
 };
 
-/* A pre-12 driver has no cuGetProcAddress_v2. */
+/* What the driver returns instead for the per-thread default stream (CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM). */
+static const struct {
+    const char *name;
+    void       *fn;
+} mock_ptsz_syms[] = {
+    {"cuMemAllocAsync", (void*)m_cuMemAllocAsync_ptsz},
+    {"cuMemAllocFromPoolAsync", (void*)m_cuMemAllocFromPoolAsync_ptsz},
+    {"cuMemFreeAsync", (void*)m_cuMemFreeAsync_ptsz},
+};
+
+/* The older ABIs the driver still returns for a version below the current one's (cudaTypedefs.h): not
+ * modelled, they refuse every call, so that a caller that takes one for the current ABI fails visibly. */
+static CUresult mock_old_abi(void) { return CUDA_ERROR_NOT_SUPPORTED; }
+static CUresult mock_get_proc_v1(const char *symbol, void **pfn, int version, cuuint64_t flags);
 #ifndef MOCK_PRE12
-MOCK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *status)
+static CUresult mock_get_proc_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status);
+#endif
+
+static const struct {
+    const char *name;
+    int         since;
+    void       *older;
+} mock_abi_versions[] = {
+    {"cuMemAlloc", 3020, (void*)mock_old_abi}, {"cuMemAllocPitch", 3020, (void*)mock_old_abi},
+    {"cuMemFree", 3020, (void*)mock_old_abi}, {"cuCtxPushCurrent", 4000, (void*)mock_old_abi},
+};
+
+/* Entry points by name, version and flags, as cuGetProcAddress gives them; NULL for none. */
+static void *mock_entry_point(const char *symbol, int version, cuuint64_t flags)
 {
     unsigned i;
 
+    for (i = 0; i < sizeof(mock_abi_versions) / sizeof(mock_abi_versions[0]); ++i) {
+        if (!strcmp(mock_abi_versions[i].name, symbol) && (version < mock_abi_versions[i].since)) {
+            return mock_abi_versions[i].older;
+        }
+    }
+    if (!strcmp(symbol, "cuGetProcAddress")) {
+#ifndef MOCK_PRE12
+        if (version >= 12000) {
+            return (void*)mock_get_proc_v2;
+        }
+#endif
+        return (void*)mock_get_proc_v1;
+    }
+    for (i = 0; (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+                (i < sizeof(mock_ptsz_syms) / sizeof(mock_ptsz_syms[0])); ++i) {
+        if (!strcmp(mock_ptsz_syms[i].name, symbol)) {
+            return mock_ptsz_syms[i].fn;
+        }
+    }
+    for (i = 0; i < sizeof(mock_syms) / sizeof(mock_syms[0]); ++i) {
+        if (!strcmp(mock_syms[i].name, symbol)) {
+            return mock_syms[i].fn;
+        }
+    }
+    return NULL;
+}
+
+/* A pre-12 driver has no cuGetProcAddress_v2. */
+#ifndef MOCK_PRE12
+static CUresult mock_get_proc_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status)
+{
     *pfn    = NULL;
     *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!mock_initialized) {
@@ -52,16 +119,38 @@ MOCK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver
     if (!strcmp(mock_mode(), "nosetflags") && !strcmp(symbol, "cuCtxSetFlags")) {
         return CUDA_ERROR_NOT_FOUND;
     }
-    for (i = 0; i < sizeof(mock_syms) / sizeof(mock_syms[0]); ++i) {
-        if (!strcmp(mock_syms[i].name, symbol)) {
-            *pfn    = mock_syms[i].fn;
-            *status = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
-        }
+    *pfn = mock_entry_point(symbol, version, flags);
+    if (*pfn == NULL) {
+        return CUDA_ERROR_NOT_FOUND;
     }
-    return CUDA_ERROR_NOT_FOUND;
+    *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+MOCK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    return mock_get_proc_v2(symbol, pfn, version, flags, status);
 }
 #endif
+
+/* CUDA 11.3's cuGetProcAddress, which the driver still exports. */
+static CUresult mock_get_proc_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    *pfn = NULL;
+    if (!mock_initialized) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    *pfn = mock_entry_point(symbol, version, flags);
+    return (*pfn != NULL) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+MOCK_EXPORT CUresult cuGetProcAddress_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
+    __asm__("cuGetProcAddress");
+MOCK_EXPORT CUresult cuGetProcAddress_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return mock_get_proc_v1(symbol, pfn, version, flags);
+}
 
 /* The driver's exported names, for programs that call the driver directly (test/cux_ucp_datacheck.c): through
  * them, interposers such as libcux_memtype.so see the calls as they would with the real libcuda. */
@@ -119,11 +208,5 @@ MOCK_EXPORT CUresult cuStreamSynchronize(CUstream s) { return m_cuStreamSynchron
 
 /* Synchronous copies, as applications fill and read their buffers. */
 MOCK_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return mock_sync_copy(dst, src, n); }
-MOCK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
-{
-    return mock_sync_copy(dst, (CUdeviceptr)src, n);
-}
-MOCK_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
-{
-    return mock_sync_copy((CUdeviceptr)dst, src, n);
-}
+MOCK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return m_cuMemcpyHtoD(dst, src, n); }
+MOCK_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return m_cuMemcpyDtoH(dst, src, n); }

@@ -107,10 +107,15 @@ unsigned long long mock_pool_handle_types(uintptr_t pool)
     return (p != NULL) ? p->handle_types : 0;
 }
 
-MOCK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+CUresult m_cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
 {
     *pool = (CUmemoryPool)(uintptr_t)(d + 1);
     return CUDA_SUCCESS;
+}
+
+MOCK_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d)
+{
+    return m_cuDeviceGetDefaultMemPool(pool, d);
 }
 
 MOCK_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
@@ -162,7 +167,8 @@ CUresult m_cuMemPoolDestroy(CUmemoryPool pool)
     return (p != NULL) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+/* Calls between the driver's exported functions stay inside it (a preload interposing one must not see them). */
+static CUresult mock_alloc_from_pool(CUdeviceptr *p, size_t n, CUmemoryPool pool)
 {
     mock_pool_t *mp = mock_pool_get(pool);
     CUresult res;
@@ -179,7 +185,45 @@ MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryP
     return res;
 }
 
-MOCK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+/* From the current device's default pool, as the driver's cuMemAllocAsync. */
+static CUresult mock_alloc_async(CUdeviceptr *p, size_t n)
+{
+    CUdevice d;
+
+    return (m_cuCtxGetDevice(&d) == CUDA_SUCCESS) ? mock_alloc_from_pool(p, n, (CUmemoryPool)(uintptr_t)(d + 1))
+                                                   : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* The stream-ordered allocator; the mock has one stream order, so the per-thread default stream twins
+ * (_ptsz, which cuGetProcAddress returns for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) do the same. */
+CUresult m_cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return mock_alloc_async(p, n); }
+CUresult m_cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return mock_alloc_async(p, n); }
+CUresult m_cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    return mock_alloc_from_pool(p, n, pool);
+}
+CUresult m_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    return mock_alloc_from_pool(p, n, pool);
+}
+CUresult m_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+CUresult m_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return m_cuMemFree(p); }
+
+MOCK_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return m_cuMemAllocAsync(p, n, s); }
+MOCK_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s)
+{
+    return m_cuMemAllocAsync_ptsz(p, n, s);
+}
+MOCK_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    return m_cuMemAllocFromPoolAsync(p, n, pool, s);
+}
+MOCK_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s)
+{
+    return m_cuMemAllocFromPoolAsync_ptsz(p, n, pool, s);
+}
+MOCK_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { return m_cuMemFreeAsync(p, s); }
+MOCK_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return m_cuMemFreeAsync_ptsz(p, s); }
 
 CUresult m_cuMemPoolExportToShareableHandle(void *out, CUmemoryPool pool, CUmemAllocationHandleType type,
                                             unsigned long long flags)
