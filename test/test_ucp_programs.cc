@@ -165,6 +165,24 @@ TEST_F(ucp_programs, tag_bw_gpu_to_gpu_with_allocation_hooks)
     expect_completes("self,sm,cuda_copy,cuda_ipc", "-t tag_bw -m cuda -s 1048576 -n 20 -w 2");
 }
 
+/* The static CUDA runtime opens the driver itself and asks cuGetProcAddress for every entry point: the hooks
+ * see its allocations and releases of every kind all the same (issue 61), hand an ABI they do not know back
+ * untouched, and leave dlsym answering for its caller. Without the hooks (query), UCX hears of none. */
+TEST_F(ucp_programs, hooks_see_a_driver_reached_through_its_own_handle_and_cuGetProcAddress)
+{
+    const std::string program = build_path("test/cux_memtype_static_like");
+    command_result hooks = run_command(m_env + "CUX_MEMTYPE=hooks timeout 120 " + m_run + " " + program +
+                                       " --expect-events");
+    EXPECT_EQ(0, hooks.status) << hooks.output;
+    EXPECT_NE(std::string::npos, hooks.output.find("PASS")) << hooks.output;
+    EXPECT_NE(std::string::npos, hooks.output.find("ok: cuMemMap/cuMemUnmap")) << hooks.output;
+    EXPECT_NE(std::string::npos, hooks.output.find("ok: cuMemAllocAsync/cuMemFreeAsync")) << hooks.output;
+
+    command_result query = run_command(m_env + "CUX_MEMTYPE=query timeout 120 " + m_run + " " + program);
+    EXPECT_EQ(0, query.status) << query.output;
+    EXPECT_NE(std::string::npos, query.output.find("0 allocation and 0 release events heard")) << query.output;
+}
+
 TEST_F(ucp_programs, ucp_data_check_with_memory_queries)
 {
     command_result r = ucp_check("CUX_MEMTYPE=query");
