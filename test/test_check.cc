@@ -6,15 +6,17 @@
  */
 #include "cux_test.h"
 
+#include <unistd.h>
+
 using namespace cux_test;
 
 class launcher_check : public ::testing::Test {
 protected:
     /* --check of the build tree's launcher and files on the mock driver, with extra variables. */
-    command_result check(const std::string &env = "")
+    command_result check(const std::string &env = "", const std::string &program = "")
     {
         return run_command(launcher_env() + "CUX_DRIVER_PATH=" + build_path("test/.libs/libmockcuda.so") +
-                           " UCX_MODULES=^cuda " + env + " " + build_path("ucx-cuda-run") + " --check");
+                           " UCX_MODULES=^cuda " + env + " " + build_path("ucx-cuda-run") + " --check " + program);
     }
 
     /* The line of a check, "" if there is none. */
@@ -132,6 +134,28 @@ TEST_F(launcher_check, memory_detection_settings)
     command_result hooks = check("CUX_MEMTYPE=hooks CUX_MEMTYPE_LIB=/nonexistent/libcux_memtype.so");
     EXPECT_NE(0, hooks.status);
     EXPECT_TRUE(starts(line(hooks, "/nonexistent/libcux_memtype.so"), "FAIL")) << hooks.output;
+}
+
+/* --check PROGRAM (issue 61): a program that carries the CUDA runtime statically is named, with whether the
+ * mode chosen sees its allocations; one that does not, and one that is not there. */
+TEST_F(launcher_check, a_program_with_the_static_cuda_runtime_is_named)
+{
+    const std::string static_program = build_path("test/cux_ucp_datacheck_static_cudart");
+    if (access(static_program.c_str(), X_OK) != 0) {
+        GTEST_SKIP() << "no program built with the static CUDA runtime (no libcudart_static.a at configure)";
+    }
+    for (const char *mode : {"query", "hooks"}) {
+        command_result r = check(std::string("CUX_MEMTYPE=") + mode, static_program);
+        EXPECT_EQ(0, r.status) << r.output;
+        EXPECT_TRUE(starts(line(r, "program   "), "OK ")) << r.output;
+        EXPECT_NE(std::string::npos, line(r, "program   ").find("linked statically in: cux_ucp_datacheck_static_cudart"))
+                << r.output;
+    }
+    command_result plain = check("", build_path("test/cux_ucp_datacheck"));
+    EXPECT_NE(std::string::npos, line(plain, "program   ").find("no statically linked CUDA runtime")) << plain.output;
+    command_result none = check("", "/nonexistent/program");
+    EXPECT_NE(0, none.status);
+    EXPECT_TRUE(starts(line(none, "program   "), "FAIL")) << none.output;
 }
 
 TEST_F(launcher_check, gpus_without_peer_access_are_a_warning)
