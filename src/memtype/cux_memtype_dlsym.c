@@ -11,13 +11,15 @@
  * dlsym's answer depends on who calls it where the handle is RTLD_DEFAULT or RTLD_NEXT (the caller's
  * namespace and place in the search order): such lookups must reach the C library with the caller's return
  * address untouched, so the entry is a jump written in assembly. Where it cannot be written (an architecture
- * other than x86_64 and aarch64, a C library other than glibc), dlsym is not interposed: the static runtime's
- * allocations are then not seen (CUX_MEMTYPE=query sees every buffer).
+ * other than x86_64 and aarch64, a C library other than glibc), dlsym is not interposed and the static
+ * runtime's allocations would pass for host memory: the library says so once and turns UCP's memory-type
+ * cache off (UCX_MEMTYPE_CACHE=n, unless set), as CUX_MEMTYPE=query does.
  */
 #define _GNU_SOURCE
 #include "memtype/cux_memtype_driver.h"
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
@@ -64,6 +66,17 @@ void *cux_memtype_real_dlsym(void *handle, const char *name)
     return dlsym(handle, name);
 #endif
 }
+
+#if !CUX_MT_DLSYM_INTERPOSED
+__attribute__((constructor)) static void cux_mt_dlsym_missing(void)
+{
+    if (getenv("UCX_MEMTYPE_CACHE") == NULL) {
+        fprintf(stderr, "libcux_memtype: allocations made through cuGetProcAddress (the static CUDA runtime) "
+                        "cannot be seen here: UCP's memory-type cache turned off (as CUX_MEMTYPE=query)\n");
+        setenv("UCX_MEMTYPE_CACHE", "n", 0);
+    }
+}
+#endif
 
 #if CUX_MT_DLSYM_INTERPOSED
 /* A lookup in a handle (the assembly entry's other case): the answer does not depend on the caller. */
