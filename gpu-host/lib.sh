@@ -14,6 +14,10 @@
 #   gh_reference_ucx SRC PREFIX LOG
 #                             UCX with CUDA into PREFIX from SRC (a tree with configure, or its tarball), UCX's
 #                             module kept in PREFIX/reference-module; nothing when PREFIX already has ucx_info
+#   gh_ucx_and_ours PREFIX WORK LOGS
+#                             UCX built with CUDA from the UCX source tarball in $carry into PREFIX (no verbs, no
+#                             rdmacm, no GPU-initiated InfiniBand: no NICs nor DOCA there), googletest, and ours
+#                             against it in WORK/plugin-build; sets ucx_src and ucx_name
 #   module_copies PREFIX OUR_MODULE WORK
 #                             WORK/ucx and WORK/ours, each a copy of PREFIX/lib with UCX's module or ours in its
 #                             module directory: LD_LIBRARY_PATH=WORK/ucx or WORK/ours picks one (UCX finds its
@@ -78,6 +82,18 @@ gh_reference_ucx() {
     local src=$1 prefix=$2 log=$3
     [ -x "$prefix/bin/ucx_info" ] && return 0
     "$top/contrib/build-reference-ucx.sh" "$src" "$prefix" >"$log" 2>&1
+}
+
+gh_ucx_and_ours() {
+    local prefix=$1 work=$2 logs=$3 ucx_tar
+    ucx_tar=$(ls "$carry"/ucx-*-src.tar.gz 2>/dev/null | head -1)
+    [ -n "$ucx_tar" ] && mkdir -p "$work" && tar -C "$work" -xzf "$ucx_tar" || return 1
+    ucx_src=$(ls -d "$work"/ucx-*/ | head -1)
+    ucx_name=$(basename "$ucx_src")
+    (export LD_LIBRARY_PATH= CUX_UCX_CONFIGURE_EXTRA=${CUX_UCX_CONFIGURE_EXTRA:---without-verbs --without-rdmacm ac_cv_path_NVCC=} &&
+        gh_reference_ucx "$ucx_src" "$prefix" "$logs/ucx-build.log" && gtest_dir="$work/gtest" &&
+        gh_googletest "$gtest_dir" "$logs/gtest-build.log" &&
+        gh_plugin "$work" "$work/plugin-build" "$prefix" "$ucx_src" "$logs" >/dev/null)
 }
 
 module_copies() {

@@ -111,15 +111,8 @@ if [ -n "$ucx_tar" ] && ls "$carry"/uct-cuda-plugin-*.tar.gz >/dev/null 2>&1; th
     prefix=${UCX_REF_PREFIX:-/opt/ucx-ref}
     export LD_LIBRARY_PATH= PATH=${PATH#"$root/usr/bin:"} # Debian's UCX 1.13 no more
     work=/tmp/cux-siblings-work
-    mkdir -p "$work"
-    tar -C "$work" -xzf "$ucx_tar"
-    ucx_src=$(ls -d "$work"/ucx-*/ | head -1)
     say "4. $(basename "$ucx_tar") with CUDA: building UCX, googletest and ours against it"
-    # no NICs there, and UCX's GPU-initiated InfiniBand code needs DOCA: neither is built
-    if CUX_UCX_CONFIGURE_EXTRA=${CUX_UCX_CONFIGURE_EXTRA:---without-verbs --without-rdmacm ac_cv_path_NVCC=} \
-        gh_reference_ucx "$ucx_src" "$prefix" "$logs/ucx-build.log" && gtest_dir="$work/gtest" &&
-        gh_googletest "$gtest_dir" "$logs/gtest-build.log" &&
-        gh_plugin "$work" "$work/plugin-build" "$prefix" "$ucx_src" "$logs" >/dev/null; then
+    if gh_ucx_and_ours "$prefix" "$work" "$logs"; then
         check122="$work/plugin-build/test/cux_ucp_datacheck"
         for module in ours ucx; do
             if [ $module = ours ]; then

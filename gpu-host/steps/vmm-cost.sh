@@ -45,20 +45,11 @@ say "Debian's UCX $(ucx_info -v | head -1 | tr -s ' '), $(nvidia-smi -L | head -
 # --built-ucx: UCX with CUDA and ours against it; its runs are named ucx-VERSION-ours and ucx-VERSION-ucx
 if [ "$built" = 1 ]; then
     prefix=/opt/cux-vmm-cost-ucx work=/tmp/cux-vmm-cost-work
-    ucx_tar=$(ls "$carry"/ucx-*-src.tar.gz | head -1)
-    mkdir -p "$work"
-    tar -C "$work" -xzf "$ucx_tar"
-    ucx_src=$(ls -d "$work"/ucx-*/ | head -1)
-    ucx_name=$(basename "$ucx_src")
-    say "building $ucx_name with CUDA, googletest and ours against it"
-    # no NICs there, and UCX's GPU-initiated InfiniBand code needs DOCA: neither is built
-    if (export LD_LIBRARY_PATH= CUX_UCX_CONFIGURE_EXTRA="--without-verbs --without-rdmacm ac_cv_path_NVCC=" &&
-        gh_reference_ucx "$ucx_src" "$prefix" "$logs/ucx-build.log" && gtest_dir="$work/gtest" &&
-        gh_googletest "$gtest_dir" "$logs/gtest-build.log" &&
-        gh_plugin "$work" "$work/plugin-build" "$prefix" "$ucx_src" "$logs" >/dev/null); then
+    say "building UCX with CUDA, googletest and ours against it"
+    if gh_ucx_and_ours "$prefix" "$work" "$logs"; then
         carries+=("$ucx_name-ours" "$ucx_name-ucx")
     else
-        failed "building $ucx_name or ours against it (vmm-cost.tgz: ucx-build.log, plugin-*.log)"
+        failed "building UCX or ours against it (vmm-cost.tgz: ucx-build.log, plugin-*.log)"
     fi
 fi
 # One run of a case: a stock carry through ucx-cuda-run, a built UCX with the module named put in place.
