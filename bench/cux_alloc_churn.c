@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "driver/cux_cuda.h"
+#include "cux_bench_clock.h"
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,19 +51,6 @@ static ucp_ep_h     self_ep;
             exit(1); \
         } \
     } while (0)
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
-}
 
 static void open_driver(void)
 {
@@ -217,7 +205,7 @@ int main(int argc, char **argv)
         for (round = 0; round < ROUNDS; ++round) {
             fill(cuda, send, 1 + round, message, staging);
             fill(cuda, recv, 0, message, staging);
-            start = now_ns();
+            start = cux_bench_now_ns();
             for (i = 0; i < iterations; ++i) {
                 if (loop != 1) {
                     one_allocation(alloc);
@@ -226,13 +214,13 @@ int main(int argc, char **argv)
                     one_message(send, recv, message);
                 }
             }
-            t[round] = (now_ns() - start) / iterations;
+            t[round] = (cux_bench_now_ns() - start) / iterations;
             if ((loop != 0) && !holds(cuda, recv, 1 + round, message, staging)) {
                 printf("FAIL: %s round %d: the received buffer does not hold what was sent\n", names[loop], round);
                 return 1;
             }
         }
-        qsort(t, ROUNDS, sizeof(t[0]), cmp_double);
+        qsort(t, ROUNDS, sizeof(t[0]), cux_bench_cmp_double);
         printf("%s %.1f [%.1f %.1f]\n", names[loop], t[ROUNDS / 2], t[0], t[ROUNDS - 1]);
         fflush(stdout);
     }

@@ -51,6 +51,7 @@
  */
 #define _GNU_SOURCE
 #include "driver/cux_cuda.h"
+#include "cux_bench_clock.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -865,15 +866,9 @@ typedef struct {
     uint64_t bad, early; /* blocks with wrong data; transfers whose worker flush came before their operations */
 } timing_t;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, n, sizeof(*v), cmp_double);
+    qsort(v, n, sizeof(*v), cux_bench_cmp_double);
     return (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

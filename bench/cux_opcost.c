@@ -25,6 +25,7 @@
 #include "ipc/import/cux_ipc_import.h"
 #include "../test/cux_own_pidns.h"
 
+#include "cux_bench_clock.h"
 #include <dlfcn.h>
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
@@ -45,31 +46,18 @@
         } \
     } while (0)
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
-}
-
 /* Median over 5 rounds of the mean cost of one call of fn. */
 #define MEASURE(_name, _iters, _body) \
     do { \
         double rounds[5]; \
         for (int r = 0; r < 5; ++r) { \
-            double t0 = now_ns(); \
+            double t0 = cux_bench_now_ns(); \
             for (unsigned i = 0; i < (_iters); ++i) { \
                 _body; \
             } \
-            rounds[r] = (now_ns() - t0) / (_iters); \
+            rounds[r] = (cux_bench_now_ns() - t0) / (_iters); \
         } \
-        qsort(rounds, 5, sizeof(rounds[0]), cmp_double); \
+        qsort(rounds, 5, sizeof(rounds[0]), cux_bench_cmp_double); \
         printf("%-48s %10.1f ns\n", _name, rounds[2]); \
         fflush(stdout); \
     } while (0)
@@ -274,12 +262,12 @@ static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdevicept
                  while (cux_drv.cuEventQuery(event) == CUDA_ERROR_NOT_READY) {
                  }
              })));
-    t0 = now_ns();
+    t0 = cux_bench_now_ns();
     for (unsigned i = 0; i < 2000; ++i) {
         cux_drv.cuMemcpyAsync(dst, src, 65536, stream);
     }
     cux_drv.cuStreamSynchronize(stream);
-    printf("%-48s %10.2f GB/s\n", "peer 64 KB back-to-back, one stream", 2000 * 65536 / (now_ns() - t0));
+    printf("%-48s %10.2f GB/s\n", "peer 64 KB back-to-back, one stream", 2000 * 65536 / (cux_bench_now_ns() - t0));
 
     if ((write_value != NULL) && (host_alloc != NULL) && (host_dptr != NULL) &&
         (host_alloc((void**)&flag, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS) &&
@@ -310,13 +298,13 @@ static void measure_peer_copy_levers(unsigned iters, CUdeviceptr src, CUdevicept
                  ((i % 4) == 3) ? cux_drv.cuStreamSynchronize(stream) : CUDA_SUCCESS));
         cux_drv.cuStreamSynchronize(stream);
         printf("(the line above is per batch of 16 copies)\n");
-        t0 = now_ns();
+        t0 = cux_bench_now_ns();
         for (unsigned i = 0; i < 2000 / BATCH; ++i) {
             batch(dsts, srcs, sizes, BATCH, &attr, &attr_idx, 1, stream);
         }
         cux_drv.cuStreamSynchronize(stream);
         printf("%-48s %10.2f GB/s\n", "peer 64 KB copies in batches of 16, one stream",
-               (2000 / BATCH) * BATCH * 65536 / (now_ns() - t0));
+               (2000 / BATCH) * BATCH * 65536 / (cux_bench_now_ns() - t0));
     } else {
         printf("# cuMemcpyBatchAsync: not available\n");
     }
@@ -354,7 +342,7 @@ static void measure_small_copy_throughput(CUdeviceptr src, CUdeviceptr dst)
             sizes[b] = size;
         }
         for (unsigned nstreams = 1; nstreams <= STREAMS; nstreams *= STREAMS) {
-            t0 = now_ns();
+            t0 = cux_bench_now_ns();
             for (unsigned i = 0; i < COPIES; ++i) {
                 cux_drv.cuMemcpyAsync(dsts[i % BATCH], srcs[i % BATCH], size, streams[i % nstreams]);
             }
@@ -363,11 +351,11 @@ static void measure_small_copy_throughput(CUdeviceptr src, CUdeviceptr dst)
             }
             snprintf(name, sizeof(name), "GPU0 %zu KB copies back to back, %u stream%s", size >> 10, nstreams,
                      (nstreams > 1) ? "s" : "");
-            printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+            printf("%-48s %10.1f ns per copy\n", name, (cux_bench_now_ns() - t0) / COPIES);
             if (batch == NULL) {
                 continue;
             }
-            t0 = now_ns();
+            t0 = cux_bench_now_ns();
             for (unsigned i = 0; i < COPIES / BATCH; ++i) {
                 batch(dsts, srcs, sizes, BATCH, &attr, &attr_idx, 1, streams[i % nstreams]);
             }
@@ -376,7 +364,7 @@ static void measure_small_copy_throughput(CUdeviceptr src, CUdeviceptr dst)
             }
             snprintf(name, sizeof(name), "GPU0 %zu KB copies in batches of 16, %u stream%s", size >> 10,
                      nstreams, (nstreams > 1) ? "s" : "");
-            printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+            printf("%-48s %10.1f ns per copy\n", name, (cux_bench_now_ns() - t0) / COPIES);
         }
     }
     for (unsigned s = 0; s < STREAMS; ++s) {
@@ -420,13 +408,13 @@ static void measure_small_copy_kernel(CUdeviceptr src, CUdeviceptr dst)
         for (unsigned b = 0; b < BATCH; ++b) {
             batch[b] = (cux_copy_batch_desc_t){src + b * size, dst + b * size, size};
         }
-        t0 = now_ns();
+        t0 = cux_bench_now_ns();
         for (unsigned i = 0; i < COPIES / BATCH; ++i) {
             launch(function, grid, BATCH, 1, 256, 1, 1, 0, stream, params, NULL);
         }
         cux_drv.cuStreamSynchronize(stream);
         snprintf(name, sizeof(name), "GPU0 %zu KB copies, 16 per kernel launch", size >> 10);
-        printf("%-48s %10.1f ns per copy\n", name, (now_ns() - t0) / COPIES);
+        printf("%-48s %10.1f ns per copy\n", name, (cux_bench_now_ns() - t0) / COPIES);
     }
     {
         /* the data check: an odd size and offset take the byte loop, a round one the 16-byte loop */
@@ -644,13 +632,13 @@ static void measure_copy_ceilings(CUcontext ctx0, CUcontext ctx1)
         unsigned n = total / sizes[k];
         cux_drv.cuMemcpyAsync(dst, src, sizes[k], stream); /* warm-up */
         cux_drv.cuStreamSynchronize(stream);
-        t0 = now_ns();
+        t0 = cux_bench_now_ns();
         for (unsigned i = 0; i < n; ++i) {
             cux_drv.cuMemcpyAsync(dst, src, sizes[k], stream);
         }
         cux_drv.cuStreamSynchronize(stream);
         printf("copy ceiling GPU0->GPU1 %4zu MB, back-to-back   %10.2f GB/s\n", sizes[k] >> 20,
-               (double)n * sizes[k] / (now_ns() - t0));
+               (double)n * sizes[k] / (cux_bench_now_ns() - t0));
     }
     cux_drv.cuStreamDestroy(stream);
     cux_drv.cuMemFree(src);
@@ -784,9 +772,9 @@ static void measure_first_pool_puts(transport_t *ipc, CUdeviceptr local, const e
     }
     for (int i = 0; i < msg->npool; ++i) {
         CHECK(uct_rkey_unpack(ipc->component, msg->pool_keys[i], &bundle) == UCS_OK, "unpack");
-        t0 = now_ns();
+        t0 = cux_bench_now_ns();
         zcopy_roundtrip(ipc, (void*)local, (void*)(uintptr_t)msg->pool_bufs[i], 8, bundle.rkey);
-        first += now_ns() - t0;
+        first += cux_bench_now_ns() - t0;
         uct_rkey_release(ipc->component, &bundle);
     }
     printf("%-48s %10.1f ns\n", "cuda_ipc 8 B put, first of a pool allocation", first / msg->npool);
@@ -852,9 +840,9 @@ static void measure_ipc(unsigned iters, ucs_async_context_t *async, CUdeviceptr 
     /* the first transfer from each allocation: proof, mapping (cuIpcOpenMemHandle) and copy; then a cached one */
     for (int i = 0; i < OPCOST_IPC_BUFFERS; ++i) {
         CHECK(uct_rkey_unpack(ipc.component, msg.keys[i], &bundles[i]) == UCS_OK, "unpack");
-        t0 = now_ns();
+        t0 = cux_bench_now_ns();
         zcopy_roundtrip(&ipc, (void*)local, (void*)(uintptr_t)msg.bufs[i], 8, bundles[i].rkey);
-        first += now_ns() - t0;
+        first += cux_bench_now_ns() - t0;
     }
     printf("%-48s %10.1f ns\n", "cuda_ipc 8 B put, first of an allocation (proof + map)", first / OPCOST_IPC_BUFFERS);
     measure_first_pool_puts(&ipc, local, &msg);
