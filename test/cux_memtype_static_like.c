@@ -100,6 +100,8 @@ int main(int argc, char **argv)
     CUresult (*direct_alloc)(CUdeviceptr*, size_t), (*direct_free)(CUdeviceptr);
     CUmemAllocationProp prop = {0};
     CUmemGenericAllocationHandle handle;
+    ucs_status_t (*set_handler)(int, int, ucm_event_callback_t, void*);
+    void (*unset_handler)(int, ucm_event_callback_t, void*);
     get_proc_v2_t get_proc, get_proc_again;
     get_proc_v1_t get_proc_v1;
     CUdeviceptr p, base;
@@ -132,8 +134,11 @@ int main(int argc, char **argv)
         printf("FAIL: ucp_init\n");
         return 1;
     }
-    if (ucm_set_event_handler(UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE, 1000, on_event, NULL) !=
-        UCS_OK) {
+    /* libucm is libucs's dependency, not a development library everywhere: found where the process has it */
+    *(void**)&set_handler   = dlsym(RTLD_DEFAULT, "ucm_set_event_handler");
+    *(void**)&unset_handler = dlsym(RTLD_DEFAULT, "ucm_unset_event_handler");
+    if ((set_handler == NULL) || (unset_handler == NULL) ||
+        (set_handler(UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE, 1000, on_event, NULL) != UCS_OK)) {
         printf("FAIL: ucm_set_event_handler\n");
         return 1;
     }
@@ -244,7 +249,7 @@ int main(int argc, char **argv)
         check(dlsym(RTLD_DEFAULT, "cuda_hooks_no_such_symbol") == NULL, "dlsym(RTLD_DEFAULT) of nothing is NULL");
     }
 
-    ucm_unset_event_handler(UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE, on_event, NULL);
+    unset_handler(UCM_EVENT_MEM_TYPE_ALLOC | UCM_EVENT_MEM_TYPE_FREE, on_event, NULL);
     ucp_cleanup(ucp);
     printf("%d allocation and %d release events heard; %s\n", heard.allocs, heard.frees,
            failures ? "FAILED" : "PASS");
