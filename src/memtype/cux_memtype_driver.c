@@ -10,9 +10,8 @@
  * is the one they were written for (cux_memtype_calls.h): any other entry point, and any ABI not known
  * here, is returned untouched.
  *
- * Each function calls the pointer the driver gave for its exported name, found once: by the dynamic linker
- * (RTLD_NEXT) or from the first cuGetProcAddress or dlsym that returned it. A process with two drivers (a
- * different pointer for one name) gets the second one's pointers untouched: its calls are not reported.
+ * Each of our functions calls one driver pointer of its ABI, kept in its slot (below): the exported one found
+ * by the dynamic linker (RTLD_NEXT), or one a cuGetProcAddress or dlsym returned.
  */
 #define _GNU_SOURCE
 #include "memtype/cux_memtype_driver.h"
