@@ -15,8 +15,9 @@
 # --built-ucx: also UCX built with CUDA from the UCX source tarball in $carry (lib.sh), our module from the dist
 # tarball there in place of UCX's and UCX's own (no launcher: UCX's memory hooks), interleaved with the rest.
 # UCX_TLS=self,tcp,cuda_copy,cuda_ipc; CUX_VMM_COST_ENV adds variables (for instance CUX_MEMTYPE=hooks).
-# Writes $OUT/vmm-cost.txt (the tables: median [min, max] per carry, and each kind's ratio to cuMemAlloc) and
-# $OUT/vmm-cost-times.tsv (every figure) and $OUT/vmm-cost.tgz (every run's output, build logs).
+# Writes $OUT/vmm-cost.txt (the tables: median [min, max] per carry, and each kind's ratio to cuMemAlloc),
+# $OUT/vmm-cost-table.txt (the tables so far, after each repeat), $OUT/vmm-cost-times.tsv (every figure) and
+# $OUT/vmm-cost.tgz (every run's output, build logs).
 set -u
 . "$(dirname "$0")/../lib.sh"
 built=0
@@ -76,28 +77,10 @@ index_of() { awk -v want="$1" -F '\t' '$2 == want {print $1}' <<<"$cases"; }
 kinds=("GPU0 -> GPU0, two processes" "VMM GPU0 -> VMM GPU0, two processes"
        "VMM across two allocations GPU0 -> GPU0, two processes" "shareable pool GPU0 -> GPU0, two processes")
 
-: >"$times"
-for r in $(seq 1 "$repeats"); do
-    for kind in "${kinds[@]}"; do
-        i=$(index_of "$kind")
-        [ -n "$i" ] || { failed "no case '$kind' in cux_ucp_datacheck --list"; continue; }
-        for c in "${carries[@]}"; do
-            name=$(basename "$c")
-            log="$logs/$name-$i-$r.log"
-            if run_case "$c" "$i" "$log"; then
-                sed -n 's/^ *timed \([0-9]*\) bytes: \([0-9.]*\) us.*/\1 \2/p' "$log" | while read -r size us; do
-                    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$size" "$r" "$us" >>"$times"
-                done
-            else
-                failed "$name: $kind (log: $(basename "$log"))"
-            fi
-        done
-    done
-done
-
-say "time per message (half a round trip of $timed), median [min, max] of $repeats interleaved repeats; x: the" \
-    "median's ratio to cuMemAlloc's of the same carry"
-python3 - "$times" "${kinds[0]}" <<'PY' | tee -a "$report"
+# The tables from every figure so far (after each repeat: a call cut short still leaves one).
+table="$out/vmm-cost-table.txt"
+summarize() {
+    python3 - "$times" "${kinds[0]}" >"$table" <<'PY'
 import collections, statistics, sys
 path, base = sys.argv[1], sys.argv[2]
 t = collections.defaultdict(list)
@@ -121,5 +104,30 @@ for c in carries:
             cells.append(cell)
         print("| %s | %s |" % (k, " | ".join(cells)))
 PY
+}
+
+: >"$times"
+for r in $(seq 1 "$repeats"); do
+    for kind in "${kinds[@]}"; do
+        i=$(index_of "$kind")
+        [ -n "$i" ] || { failed "no case '$kind' in cux_ucp_datacheck --list"; continue; }
+        for c in "${carries[@]}"; do
+            name=$(basename "$c")
+            log="$logs/$name-$i-$r.log"
+            if run_case "$c" "$i" "$log"; then
+                sed -n 's/^ *timed \([0-9]*\) bytes: \([0-9.]*\) us.*/\1 \2/p' "$log" | while read -r size us; do
+                    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$size" "$r" "$us" >>"$times"
+                done
+            else
+                failed "$name: $kind (log: $(basename "$log"))"
+            fi
+        done
+    done
+    summarize
+done
+
+say "time per message (half a round trip of $timed), median [min, max] of $repeats interleaved repeats; x: the" \
+    "median's ratio to cuMemAlloc's of the same carry"
+cat "$table" | tee -a "$report"
 tar -C "$out" -czf "$out/vmm-cost.tgz" vmm-cost && rm -rf "$logs"
 exit "$rc"
