@@ -7,7 +7,8 @@
 #   contrib/install-deps.sh [--tests] [SRC_PARENT_DIR]     (default: ./deps)
 #
 # Build: build-essential autoconf automake libtool pkg-config dpkg-dev libucx-dev ucx-utils. --tests adds
-# googletest, clang and its sanitizer runtime, Open MPI, python3, debhelper, fakeroot and lintian.
+# googletest, clang and its sanitizer runtime, Open MPI, python3, debhelper, fakeroot and lintian (and on amd64
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user, for the aarch64 half of test/run-cross-dlsym.sh).
 # What it changes, so that it can be undone: a deb-src entry (/etc/apt/sources.list.d/uct-cuda-deb-src.sources),
 # derived from the machine's own apt sources (deb822 or one-line format; no host name is written here), where
 # none exists; the packages it installed, listed in SRC_PARENT_DIR/installed-packages.txt. apt checks the UCX
@@ -62,6 +63,8 @@ add_deb_src() {
 packages=(build-essential autoconf automake libtool pkg-config dpkg-dev libucx-dev ucx-utils libucx0)
 [ "$tests" = 0 ] || packages+=(googletest libgtest-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev python3
                                debhelper fakeroot lintian)
+# the hooks' dlsym entry is also written for aarch64: built there by a cross compiler and run under qemu-user
+[ "$tests" = 0 ] || [ "$(dpkg --print-architecture)" != amd64 ] || packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 installed() { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 2>/dev/null | awk '$1 == "ii" {print $2}' | sort; }
 before=$(installed)
 $sudo apt-get update -qq

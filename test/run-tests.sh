@@ -113,6 +113,9 @@ if [ "${CUX_TEST_NO_MOCK:-0}" != 1 ]; then
     # with ASan and UBSan, the whole module instrumented: 10 million executions, however long they take
     echo "=== fuzz ($(about fuzz)): test/run-fuzz.sh, ${CUX_TEST_FUZZ_RUNS:-10000000} executions"
     run_script run-fuzz.sh
+    # libcux_memtype's dlsym entry (assembly) on this machine's architecture and on aarch64 under qemu-user
+    echo "=== cross-dlsym ($(about cross-dlsym)): test/run-cross-dlsym.sh"
+    run_script run-cross-dlsym.sh
     # the Debian package: built, installed, checked and removed (test/run-deb.sh); it installs into the system,
     # so only where asked (test/run-all.sh, CI); then make distcheck (test/run-distcheck.sh), likewise
     run_script_if_asked CUX_TEST_DEB deb run-deb.sh "builds, installs and removes the Debian package"
