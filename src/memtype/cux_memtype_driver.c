@@ -18,6 +18,7 @@
 #include "memtype/cux_memtype_calls.h"
 #include "memtype/cux_memtype_report.h"
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 /* cuGetProcAddress as CUDA 11.3-11.8 define it (the name's ABI for versions below 12000). */
@@ -162,6 +163,8 @@ static const cux_mt_call_t cux_mt_calls[] = {
 
 #define CUX_MT_NUM_CALLS (sizeof(cux_mt_calls) / sizeof(cux_mt_calls[0]))
 
+static int cux_mt_slots_full;
+
 /* Ours in place of a driver pointer of call's ABI: the function whose slot holds it, or a free one's. */
 static void *cux_mt_wrap(const cux_mt_call_t *call, void *pointer)
 {
@@ -183,7 +186,12 @@ static void *cux_mt_wrap(const cux_mt_call_t *call, void *pointer)
             return call->wrapper[slot];
         }
     }
-    return pointer; /* more pointers than slots: left alone */
+    /* more pointers than slots (never seen: driver 580 returns its exports): left alone, and said once */
+    if (!__atomic_exchange_n(&cux_mt_slots_full, 1, __ATOMIC_RELAXED)) {
+        fprintf(stderr, "libcux_memtype: more than %d entry points of %s; allocations through the others are not "
+                        "reported (use CUX_MEMTYPE=query)\n", CUX_MT_SLOTS, call->symbol);
+    }
+    return pointer;
 }
 
 void *cux_memtype_wrap_symbol(const char *name, void *pointer)
