@@ -13,7 +13,8 @@
  *
  * A program that knows nothing of it (ucx_perftest) is counted whole, every thread from cuInit to exit, with
  * CUX_DRVCOUNT_AT_EXIT=N: at exit it prints each function's calls divided by N (the number of messages) to
- * standard error, one line per process.
+ * standard error, one line per process. A process that ends with _exit (a forked child, as in
+ * test/cux_ucp_datacheck) runs no atexit handler: with the library also in LD_PRELOAD its _exit reports first.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -103,6 +104,21 @@ static void drvcount_report_at_exit(void)
     fprintf(stderr, "cux_drvcount pid %d, calls per %.0f:", (int)getpid(), drvcount_at_exit);
     cux_drvcount_report(stderr, drvcount_at_exit);
     fprintf(stderr, "\n");
+}
+
+/* Preloaded, this _exit is the one a program's calls reach: the report, then the C library's. */
+__attribute__((visibility("default"))) void _exit(int status)
+{
+    void (*libc_exit)(int);
+
+    if (drvcount_at_exit > 0) {
+        drvcount_report_at_exit();
+    }
+    *(void**)&libc_exit = dlsym(RTLD_NEXT, "_exit");
+    if (libc_exit != NULL) {
+        libc_exit(status);
+    }
+    _Exit(status);
 }
 
 /* Called by the driver at cuInit when CUDA_INJECTION64_PATH names this library. */
