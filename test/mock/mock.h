@@ -126,7 +126,9 @@ extern long mock_fabric_calls;   /* calls that asked the driver anything of the 
 extern long mock_fd_exports;     /* descriptors exported: cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle */
 extern long mock_imports;        /* memory of another process imported: cuIpcOpenMemHandle, cuMemImportFromShareableHandle,
                                     cuMemPoolImportFromShareableHandle, cuMemPoolImportPointer */
-void mock_count(long *counter);  /* one more (mock_fd_exports, mock_imports), kept in MOCK_CUDA_COUNTS_DIR */
+extern long mock_ptr_exports;    /* pool allocations exported: cuMemPoolExportPointer */
+void mock_count(long *counter);  /* one more (mock_fd_exports, mock_imports, mock_ptr_exports), kept in
+                                    MOCK_CUDA_COUNTS_DIR */
 
 /* ------------------------------------------------------------------ entry points (m_*) and helpers, by file */
 /* mock_devices.c */

@@ -39,16 +39,17 @@ CUresult mock_injected(const char *name, CUresult error)
  * export calls that failed so far, "fabric calls", the calls of the fabric handle type so far, "issued copies",
  * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernel so far, "descriptor
  * exports" (cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle) and "imports" (of another process's
- * memory: legacy handles, VMM descriptors, pools and pool pointers) so far; "reserved bytes", the address space
- * reserved now (cuMemAddressReserve less cuMemAddressFree). With MOCK_CUDA_COUNTS_DIR, a process
- * keeps the last two in DIR/counts-PID ("descriptor exports N", "imports N"), for tests of programs that know
- * nothing of the mock. */
+ * memory: legacy handles, VMM descriptors, pools and pool pointers) so far, "pointer exports" (cuMemPoolExportPointer)
+ * so far; "reserved bytes", the address space reserved now (cuMemAddressReserve less cuMemAddressFree). With
+ * MOCK_CUDA_COUNTS_DIR, a process keeps the three counts in DIR/counts-PID ("descriptor exports N", "imports N",
+ * "pointer exports N"), for tests of programs that know nothing of the mock. */
 long mock_live_streams, mock_live_events;
 long mock_failed_exports; /* cuIpcGetMemHandle and cuMemExportToShareableHandle calls that failed */
 long mock_issued_copies;  /* copies accepted on a stream, alone or in a batch */
 long mock_fabric_calls;   /* calls that asked the driver anything of the fabric handle type */
 long mock_fd_exports;     /* descriptors exported */
 long mock_imports;        /* memory of another process imported */
+long mock_ptr_exports;    /* pool allocations exported */
 
 MOCK_EXPORT long mock_cuda_live(const char *what)
 {
@@ -67,6 +68,8 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_fd_exports, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "imports")) {
         return __atomic_load_n(&mock_imports, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "pointer exports")) {
+        return __atomic_load_n(&mock_ptr_exports, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "issued copies")) {
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "kernel launches")) {
@@ -104,8 +107,9 @@ void mock_count(long *counter)
     }
     pthread_mutex_lock(&lock);
     if ((f = fopen(path, "we")) != NULL) {
-        fprintf(f, "descriptor exports %ld\nimports %ld\n", __atomic_load_n(&mock_fd_exports, __ATOMIC_RELAXED),
-                __atomic_load_n(&mock_imports, __ATOMIC_RELAXED));
+        fprintf(f, "descriptor exports %ld\nimports %ld\npointer exports %ld\n",
+                __atomic_load_n(&mock_fd_exports, __ATOMIC_RELAXED), __atomic_load_n(&mock_imports, __ATOMIC_RELAXED),
+                __atomic_load_n(&mock_ptr_exports, __ATOMIC_RELAXED));
         fclose(f);
     }
     pthread_mutex_unlock(&lock);

@@ -299,6 +299,17 @@ static mock_range_t mock_range_of(const mock_alloc_t *a)
     return (mock_range_t){a->start, a->size};
 }
 
+/* The driver maps a pool's memory in chunks of 32 MB: the mapping attributes of pool memory give the chunk at p,
+ * while the range is the whole allocation (an H100 with driver 580, bench/cux_pool_probe). Caller holds
+ * mock_lock. */
+#define MOCK_POOL_CHUNK (32ul << 20)
+static mock_range_t mock_mapping_of(const mock_alloc_t *a, CUdeviceptr p)
+{
+    CUdeviceptr chunk = a->start + ((p - a->start) / MOCK_POOL_CHUNK) * MOCK_POOL_CHUNK;
+
+    return a->pool ? (mock_range_t){chunk, MOCK_POOL_CHUNK} : (mock_range_t){a->start, a->size};
+}
+
 CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p)
 {
     mock_alloc_t *a;
@@ -324,10 +335,10 @@ CUresult m_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void *
             *(size_t*)data[i] = a ? mock_range_of(a).size : 0;
             break;
         case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
-            *(CUdeviceptr*)data[i] = a ? a->start : 0;
+            *(CUdeviceptr*)data[i] = a ? mock_mapping_of(a, p).start : 0;
             break;
         case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
-            *(size_t*)data[i] = a ? a->size : 0;
+            *(size_t*)data[i] = a ? mock_mapping_of(a, p).size : 0;
             break;
         case CU_POINTER_ATTRIBUTE_BUFFER_ID:
             *(unsigned long long*)data[i] = a ? a->id : 0;

@@ -273,6 +273,7 @@ CUresult m_cuMemPoolExportPointer(CUmemPoolPtrExportData *data, CUdeviceptr ptr)
     out.size     = a->size;
     out.ino      = st.st_ino;
     out.pool_ino = p->ino;
+    mock_count(&mock_ptr_exports);
     pthread_mutex_unlock(&mock_lock);
     memset(data, 0, sizeof(*data));
     memcpy(data, &out, sizeof(out));
