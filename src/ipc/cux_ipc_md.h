@@ -56,6 +56,15 @@ typedef struct cux_ipc_memh {
  * message, and a legacy key depends only on the allocation (base, length, buffer id). */
 #define CUX_IPC_KEY_MEMO_SIZE 64
 
+/* A pool allocation's export data, which depends only on the allocation too, and costs about 100 us a call
+ * (an H100, driver 580): kept by allocation base like the memo, so that registering it again asks nothing. */
+typedef struct cux_ipc_pool_ptr_memo {
+    uintptr_t              base;      /* 0: empty slot */
+    size_t                 length;
+    unsigned long long     buffer_id;
+    CUmemPoolPtrExportData data;
+} cux_ipc_pool_ptr_memo_t;
+
 typedef struct cux_ipc_md {
     uct_md_t        super;
     uint64_t        system_id;
@@ -65,6 +74,7 @@ typedef struct cux_ipc_md {
     cux_ipc_proof_mode_t proof;                   /* what peers must prove, for this domain's interfaces */
     ucs_spinlock_t  memo_lock;                    /* the memo, keys renewed by mkey_pack */
     cux_ipc_memh_t  memo[CUX_IPC_KEY_MEMO_SIZE];  /* key.magic 0: empty slot */
+    cux_ipc_pool_ptr_memo_t pool_ptrs[CUX_IPC_KEY_MEMO_SIZE]; /* under memo_lock too */
     cux_ipc_fd_exports_t fd_exports;              /* descriptors kept for importers */
 } cux_ipc_md_t;
 

@@ -55,8 +55,39 @@ static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_
     can->pool   = (CUmemoryPool)(uintptr_t)pool;
 }
 
+/* The export data of the pool allocation info names: from the memo if this very allocation (base, length, buffer
+ * id: unique in the process) was exported before, else from the driver, and kept. */
+static ucs_status_t cux_ipc_pool_ptr_export(cux_ipc_md_t *md, const cux_ptr_info_t *info,
+                                            CUmemPoolPtrExportData *data)
+{
+    cux_ipc_pool_ptr_memo_t *slot = &md->pool_ptrs[((uintptr_t)info->base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
+    cux_ipc_pool_ptr_memo_t made;
+    ucs_status_t status;
+    int found;
+
+    ucs_spin_lock(&md->memo_lock);
+    found = (slot->base == (uintptr_t)info->base) && (slot->length == info->length) &&
+            (slot->buffer_id == info->buffer_id);
+    if (found) {
+        *data = slot->data;
+    }
+    ucs_spin_unlock(&md->memo_lock);
+    if (found) {
+        return UCS_OK;
+    }
+    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolExportPointer, data, (CUdeviceptr)(uintptr_t)info->base);
+    if (status == UCS_OK) {
+        made = (cux_ipc_pool_ptr_memo_t){.base = (uintptr_t)info->base, .length = info->length,
+                                         .buffer_id = info->buffer_id, .data = *data};
+        ucs_spin_lock(&md->memo_lock);
+        *slot = made;
+        ucs_spin_unlock(&md->memo_lock);
+    }
+    return status;
+}
+
 /* Pool memory: the pool's descriptor and the allocation's place in the pool. The pointer is exported at the
- * allocation's start, where the pool made it. */
+ * allocation's start, where the pool made it (the driver refuses any other), once the pool is. */
 static ucs_status_t cux_ipc_memh_export_pool(cux_ipc_md_t *md, const cux_ptr_info_t *info, CUmemoryPool pool,
                                              cux_ipc_memh_t *memh)
 {
@@ -69,8 +100,7 @@ static ucs_status_t cux_ipc_memh_export_pool(cux_ipc_md_t *md, const cux_ptr_inf
     if (status != UCS_OK) {
         return status;
     }
-    status = CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuMemPoolExportPointer, &memh->key.pool_ptr,
-                          (CUdeviceptr)(uintptr_t)info->base);
+    status = cux_ipc_pool_ptr_export(md, info, &memh->key.pool_ptr);
     if (status != UCS_OK) {
         cux_ipc_fd_export_put(&md->fd_exports, memh->fdx);
         memh->fdx = NULL;
