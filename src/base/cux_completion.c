@@ -3,6 +3,7 @@
  * Asynchronous completion engine: see cux_completion.h.
  */
 #include "cux_completion_desc.h"
+#include "cux_copy_batch.h"
 #include "driver/cux_device.h"
 
 #include <ucs/debug/log.h>
@@ -123,7 +124,7 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
     int entered;
 
     if (sq->batch_count > 0) {
-        cux_stream_queue_submit(sq); /* issued, then waited for below like everything else */
+        cux_copy_batch_submit(sq); /* issued, then waited for below like everything else */
     }
     if (sq->stream == NULL) {
         return;
@@ -222,7 +223,7 @@ unsigned cux_completion_progress(cux_completion_t *completion)
     CUresult res;
 
     if (ucs_unlikely(!ucs_list_is_empty(&completion->batched))) {
-        cux_completion_submit(completion);
+        cux_copy_batch_submit_all(completion);
     }
 
     ucs_list_for_each_safe(sq, tmp, &completion->active, active) {
@@ -282,7 +283,7 @@ static ucs_status_t cux_completion_flush_issued(cux_completion_t *completion, uc
     cux_desc_t *desc;
     unsigned count = 0;
 
-    cux_completion_submit(completion); /* accepted copies come before the markers */
+    cux_copy_batch_submit_all(completion); /* accepted copies come before the markers */
     if (ucs_list_is_empty(&completion->active)) {
         return UCS_OK;
     }
@@ -346,7 +347,7 @@ ucs_status_t cux_completion_flush(cux_completion_t *completion, uct_ep_h ep, uct
         return cux_completion_flush_issued(completion, comp);
     }
     if (comp == NULL) {
-        cux_completion_submit(completion);
+        cux_copy_batch_submit_all(completion);
         return UCS_INPROGRESS;
     }
     flush = ucs_malloc(sizeof(*flush), "cux_deferred_flush");
@@ -413,7 +414,7 @@ ucs_status_t cux_completion_event_arm(cux_completion_t *completion, unsigned eve
     while (read(fd, &count, sizeof(count)) == sizeof(count)) {
         /* consume earlier wake-ups */
     }
-    cux_completion_submit(completion); /* sleeping with copies not issued would never wake */
+    cux_copy_batch_submit_all(completion); /* sleeping with copies not issued would never wake */
 
     /* Anything progress could complete right now must be handled before sleeping. */
     ucs_list_for_each(sq, &completion->active, active) {

@@ -16,7 +16,9 @@
  * about 5 us on every copy between two processes whatever its size (bench/cux_blocks on one H200), so the
  * adjacent blocks of a KV-cache transfer go faster as one copy.
  *
- * cux_completion.c holds the queues, progress, flush, pending requests and arming; cux_copy_batch.c the batches.
+ * cux_completion.c holds the queues, progress, flush, pending requests and arming; cux_copy_batch.c the batches
+ * (cux_copy_batch.h), which the transports fill and cux_completion.c issues: calls between the two files go one
+ * way, from cux_completion.c to cux_copy_batch.c.
  */
 #ifndef CUX_COMPLETION_H_
 #define CUX_COMPLETION_H_
@@ -127,19 +129,6 @@ typedef void (*cux_completion_release_func_t)(void *arg);
  */
 ucs_status_t cux_completion_track(cux_stream_queue_t *sq, uct_completion_t *comp, cux_completion_release_func_t release,
                              void *release_arg);
-
-/*
- * Accept a copy into sq's batch (issued by cux_completion_submit, or at once when the batch is full); when it is
- * done, release(release_arg) and then comp are called, as for cux_completion_track. allocs (may be NULL) lets a
- * copy that continues the previous one in the same allocations join it. Needs no current context.
- * Returns UCS_INPROGRESS, or an error when nothing was accepted.
- */
-ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
-                                  const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                  cux_completion_release_func_t release, void *release_arg);
-
-/* Issue every accepted copy. Progress, flush and arm call it first. */
-void cux_completion_submit(cux_completion_t *completion);
 
 unsigned cux_completion_progress(cux_completion_t *completion);
 

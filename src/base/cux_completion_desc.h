@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The completion engine's own parts (cux_completion.h), shared by its two files: the descriptors its stream
- * queues hold, one per operation or flush marker, and the submission of a queue's batch (cux_copy_batch.c).
+ * queues hold, one per operation or flush marker, and the helpers that queue them.
  * Nothing outside src/base/cux_completion.c and cux_copy_batch.c includes it.
  */
 #ifndef CUX_COMPLETION_DESC_H_
@@ -69,8 +69,5 @@ static inline void cux_stream_queue_push(cux_stream_queue_t *sq, cux_desc_t *des
     }
     ucs_queue_push(&sq->descs, &desc->qe);
 }
-
-/* Issue the queue's accepted copies as one call, then one event for all of them (cux_copy_batch.c). */
-void cux_stream_queue_submit(cux_stream_queue_t *sq);
 
 #endif

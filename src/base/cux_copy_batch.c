@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The completion engine's batches of copies (cux_completion.h): copies a stream queue accepts wait to be issued
+ * The completion engine's batches of copies (cux_copy_batch.h): copies a stream queue accepts wait to be issued
  * together, adjacent ones of the same two allocations merged into one, and go to the GPU as one launch of the
  * copy kernel or one call for the copy engines, with one event for the batch.
  */
+#include "cux_copy_batch.h"
 #include "cux_completion_desc.h"
 #include "cux_copy_kernel.h"
 #include "driver/cux_device.h"
@@ -52,7 +53,7 @@ static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstre
 /* Issue the accepted copies as one call (a kernel launch, or a batch for the copy engines), then one event for
  * all of them. A failure completes every copy of the batch with its status at the next progress (never from
  * inside the call that accepted it). */
-void cux_stream_queue_submit(cux_stream_queue_t *sq)
+void cux_copy_batch_submit(cux_stream_queue_t *sq)
 {
     unsigned i, count       = sq->batch_count;
     unsigned copies         = sq->batch_copies;
@@ -117,9 +118,9 @@ static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue
            (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
 }
 
-ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
-                                  const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                  cux_completion_release_func_t release, void *release_arg)
+ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                cux_completion_release_func_t release, void *release_arg)
 {
     cux_completion_t *completion = sq->completion;
     cux_desc_t *desc   = cux_desc_get(completion);
@@ -149,16 +150,16 @@ ucs_status_t cux_completion_batch_copy(cux_stream_queue_t *sq, void *dst, const 
     /* A copy that finds nothing else in flight goes out now: no other copy is coming to share its call (a
      * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
     if ((++completion->num_inflight == 1) || (sq->batch_count >= completion->max_batch)) {
-        cux_stream_queue_submit(sq);
+        cux_copy_batch_submit(sq);
     }
     return UCS_INPROGRESS;
 }
 
-void cux_completion_submit(cux_completion_t *completion)
+void cux_copy_batch_submit_all(cux_completion_t *completion)
 {
     cux_stream_queue_t *sq, *tmp;
 
     ucs_list_for_each_safe(sq, tmp, &completion->batched, batch_link) {
-        cux_stream_queue_submit(sq);
+        cux_copy_batch_submit(sq);
     }
 }

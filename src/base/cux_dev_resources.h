@@ -7,7 +7,7 @@
 #ifndef CUX_DEV_RESOURCES_H_
 #define CUX_DEV_RESOURCES_H_
 
-#include "cux_completion.h"
+#include "cux_copy_batch.h"
 #include "driver/cux_device.h"
 
 typedef struct cux_dev_res {
@@ -50,7 +50,7 @@ static inline ucs_status_t cux_dev_resources_get(cux_dev_resources_t *table, int
 /* How cux_dev_copy completes a copy. */
 typedef enum {
     CUX_DEV_COPY_ASYNC,   /* tracked: comp is called from progress */
-    CUX_DEV_COPY_BATCH,   /* the same, issued with others of its queue (cux_completion_batch_copy) */
+    CUX_DEV_COPY_BATCH,   /* the same, issued with others of its queue (cux_copy_batch_add) */
     CUX_DEV_COPY_BLOCK,   /* done on return, waiting in cuStreamSynchronize */
     CUX_DEV_COPY_SPIN     /* done on return, polling the stream (a short copy finishes in microseconds) */
 } cux_dev_copy_mode_t;
@@ -85,7 +85,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         return status;
     }
     if (mode == CUX_DEV_COPY_BATCH) {
-        return cux_completion_batch_copy(sq, dst, src, length, allocs, comp, release, release_arg);
+        return cux_copy_batch_add(sq, dst, src, length, allocs, comp, release, release_arg);
     }
 
     status = cux_ctx_enter(res->ctx, &guard);

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The completion engine's batches of copies (cux_completion.h): a transport hands a copy to a stream queue's
+ * batch; the engine (cux_completion.c) issues the batches at progress, flush and arm. The batch code calls nothing
+ * of cux_completion.c: it queues its descriptors with the inline helpers of cux_completion_desc.h.
+ */
+#ifndef CUX_COPY_BATCH_H_
+#define CUX_COPY_BATCH_H_
+
+#include "cux_completion.h"
+
+/*
+ * Accept a copy into sq's batch (issued by cux_copy_batch_submit_all, or at once when the batch is full); when it
+ * is done, release(release_arg) and then comp are called, as for cux_completion_track. allocs (may be NULL) lets a
+ * copy that continues the previous one in the same allocations join it. Needs no current context.
+ * Returns UCS_INPROGRESS, or an error when nothing was accepted.
+ */
+ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                cux_completion_release_func_t release, void *release_arg);
+
+/* Issue sq's accepted copies as one call, then one event for all of them. */
+void cux_copy_batch_submit(cux_stream_queue_t *sq);
+
+/* Issue every accepted copy of the engine's queues. Progress, flush and arm call it first. */
+void cux_copy_batch_submit_all(cux_completion_t *completion);
+
+#endif
