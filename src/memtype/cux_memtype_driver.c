@@ -38,15 +38,18 @@ CUresult cuGetProcAddress_v1_abi(const char *symbol, void **pfn, int version, cu
  */
 #define CUX_MT_SLOTS 4
 
+/* Slot 0 looked up and not found (a driver opened RTLD_LOCAL alone, as the static runtime does): asked once. */
+static char cux_mt_none;
+
 static void *cux_mt_slot(void **slots, unsigned slot, const char *symbol)
 {
     void *next = __atomic_load_n(&slots[slot], __ATOMIC_ACQUIRE);
 
     if ((next == NULL) && (slot == 0)) {
         next = cux_memtype_real_dlsym(RTLD_NEXT, symbol); /* the same answer for every thread */
-        __atomic_store_n(&slots[0], next, __ATOMIC_RELEASE);
+        __atomic_store_n(&slots[0], (next != NULL) ? next : &cux_mt_none, __ATOMIC_RELEASE);
     }
-    return next;
+    return (next == &cux_mt_none) ? NULL : next;
 }
 
 /* ------------------------------------------------------------------ the allocation calls */
