@@ -26,6 +26,8 @@
 #                             PATH pointing there (nothing of the host's UCX is used)
 #   module_in_place PREFIX MODULE
 #                             MODULE becomes PREFIX's CUDA module (one UCX core, either module)
+#   module_use PREFIX ours|ucx OUR_MODULE
+#                             OUR_MODULE (ours) or PREFIX/reference-module's (ucx) becomes PREFIX's
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${CUX_GPU_CARRY:-$top/gpu-carry}
 
@@ -103,6 +105,14 @@ module_copies() {
     done
     cp "$prefix/reference-module/libuct_cuda.so.0" "$work/ucx/ucx/libuct_cuda.so.0"
     cp "$ours" "$work/ours/ucx/libuct_cuda.so.0"
+}
+
+module_use() { # PREFIX ours|ucx OUR_MODULE: ours (OUR_MODULE) or UCX's own (PREFIX/reference-module) in place
+    case $2 in
+    ours) module_in_place "$1" "$3" ;;
+    ucx) module_in_place "$1" "$1/reference-module/libuct_cuda.so.0" ;;
+    *) echo "module_use: ours or ucx, not '$2'" >&2; return 2 ;;
+    esac
 }
 
 module_in_place() { # a new file renamed over the old: a process still mapping the old one keeps it intact

@@ -48,11 +48,7 @@ run_mode() { # MODE MEM LOG
             CUX_MEMTYPE_LIB="$stock/libcux_memtype.so" CUX_MEMTYPE=${1#stock-} timeout -k 5 120 \
             "$stock/ucx-cuda-run" "$stock/cux_alloc_churn" --mem "$2" "$iterations" ;;
     ucx-*)
-        if [ "$1" = ucx-ours ]; then
-            module_in_place "$prefix" "$work/plugin-build/.libs/libuct_cuda.so.0"
-        else
-            module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"
-        fi
+        module_use "$prefix" "${1#ucx-}" "$work/plugin-build/.libs/libuct_cuda.so.0"
         LD_LIBRARY_PATH="$prefix/lib" timeout -k 5 120 "$work/plugin-build/bench/cux_alloc_churn" --mem "$2" \
             "$iterations" ;;
     esac >"$3" 2>&1 && grep -q '^PASS' "$3"

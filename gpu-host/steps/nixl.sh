@@ -102,8 +102,7 @@ if has gtest; then
     # One process, two agents: NIXL's transfer, notification, error-handling and metadata tests of its UCX
     # backend, DRAM and (with a GPU) VRAM, and its device-API tests (GPU-initiated puts through UCP).
     for name in ucx ours; do
-        [ "$name" = ucx ] && module_in_place "$prefix" "$ucx_module" ||
-            module_in_place "$prefix" "$ours"
+        module_use "$prefix" "$name" "$ours"
         nixl_gtest "${CUX_NIXL_GTEST_FILTER:-*ucx*:*Ucx*:*UCX*}" "$logs/gtest-$name.log"
         say "NIXL's gtest, UCX cases, $name's module: exit $?;" \
             "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]' "$logs/gtest-$name.log" | paste -sd' ')"

@@ -115,11 +115,7 @@ if [ -n "$ucx_tar" ] && ls "$carry"/uct-cuda-plugin-*.tar.gz >/dev/null 2>&1; th
     if gh_ucx_and_ours "$prefix" "$work" "$logs"; then
         check122="$work/plugin-build/test/cux_ucp_datacheck"
         for module in ours ucx; do
-            if [ $module = ours ]; then
-                module_in_place "$prefix" "$work/plugin-build/.libs/libuct_cuda.so.0"
-            else
-                module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"
-            fi
+            module_use "$prefix" "$module" "$work/plugin-build/.libs/libuct_cuda.so.0"
             for mode in --sibling-namespaces none; do
                 log="$logs/datacheck-122-$module${mode#-}.log"
                 LD_LIBRARY_PATH="$prefix/lib" UCX_CUDA_IPC_SOCKET_DIR=$dir UCX_TLS=self,tcp,cuda_copy,cuda_ipc \

@@ -61,11 +61,7 @@ run_case() { # CARRY CASE LOG
         CUX_MODULE="$1/libuct_cuda.so.0" CUX_PERFTEST_LIB="$1/libcux_perftest.so" CUX_MEMTYPE_LIB="$1/libcux_memtype.so" \
             timeout -k 5 300 "$1/ucx-cuda-run" "$check" --only "$2" --timed "$timed" $sizes ;;
     *-ours | *-ucx)
-        if [ "${1##*-}" = ours ]; then
-            module_in_place "$prefix" "$work/plugin-build/.libs/libuct_cuda.so.0"
-        else
-            module_in_place "$prefix" "$prefix/reference-module/libuct_cuda.so.0"
-        fi
+        module_use "$prefix" "${1##*-}" "$work/plugin-build/.libs/libuct_cuda.so.0"
         LD_LIBRARY_PATH="$prefix/lib" timeout -k 5 300 "$work/plugin-build/test/cux_ucp_datacheck" --only "$2" \
             --timed "$timed" $sizes ;;
     esac >"$3" 2>&1 && grep -q '^PASS' "$3"
