@@ -76,5 +76,6 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
     info->base      = (void*)(uintptr_t)base;
     info->length    = size;
     info->buffer_id = bid;
+    info->pool      = (CUmemoryPool)(uintptr_t)pool;
     return UCS_OK;
 }

@@ -21,6 +21,7 @@ typedef struct cux_ptr_info {
                                     * allocation mapped there (its reserved range may hold several) */
     size_t             length;     /* allocation length, 0 for host memory */
     unsigned long long buffer_id;  /* unique per allocation, 0 for host memory */
+    CUmemoryPool       pool;       /* the allocation's memory pool; NULL if none, or the driver cannot say */
 } cux_ptr_info_t;
 
 ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info);

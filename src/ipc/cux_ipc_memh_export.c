@@ -34,17 +34,17 @@ typedef struct {
 /*
  * Asked instead of provoked by export calls that fail (each failure is an error in compute-sanitizer's report
  * of the application). Legacy and VMM exports are both tried when the driver cannot say. The attributes are
- * booleans, bit masks of driver-chosen width and a handle: zeroed 64-bit values hold each.
+ * booleans and bit masks of driver-chosen width: zeroed 64-bit values hold each. The pool came with the pointer
+ * query.
  */
 static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_t *can)
 {
     CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES,
-                                   CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE};
-    uint64_t legacy = 0, handle_types = 0, pool = 0;
-    void *data[]    = {&legacy, &handle_types, &pool};
+                                   CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES};
+    uint64_t legacy = 0, handle_types = 0;
+    void *data[]    = {&legacy, &handle_types};
 
-    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 3, attrs, data,
+    if (CUX_DRV_CALL(UCS_LOG_LEVEL_DEBUG, cuPointerGetAttributes, 2, attrs, data,
                      (CUdeviceptr)(uintptr_t)info->base) != UCS_OK) {
         *can = (cux_ipc_exportable_t){.legacy = 1, .fd = 1, .fabric = 0, .pool = NULL};
         return;
@@ -52,7 +52,7 @@ static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_
     can->legacy = (legacy != 0);
     can->fd     = !!(handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     can->fabric = !!(handle_types & CU_MEM_HANDLE_TYPE_FABRIC);
-    can->pool   = (CUmemoryPool)(uintptr_t)pool;
+    can->pool   = info->pool;
 }
 
 /* The export data of the pool allocation info names: from the memo if this very allocation (base, length, buffer
