@@ -55,12 +55,18 @@ static void cux_ipc_export_kinds(const cux_ptr_info_t *info, cux_ipc_exportable_
     can->pool   = info->pool;
 }
 
+/* The slot of an allocation in the memos (md->memo, md->pool_ptrs): by its base. */
+static unsigned cux_ipc_memo_index(const void *base)
+{
+    return ((uintptr_t)base >> 12) % CUX_IPC_KEY_MEMO_SIZE;
+}
+
 /* The export data of the pool allocation info names: from the memo if this very allocation (base, length, buffer
  * id: unique in the process) was exported before, else from the driver, and kept. */
 static ucs_status_t cux_ipc_pool_ptr_export(cux_ipc_md_t *md, const cux_ptr_info_t *info,
                                             CUmemPoolPtrExportData *data)
 {
-    cux_ipc_pool_ptr_memo_t *slot = &md->pool_ptrs[((uintptr_t)info->base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
+    cux_ipc_pool_ptr_memo_t *slot = &md->pool_ptrs[cux_ipc_memo_index(info->base)];
     cux_ipc_pool_ptr_memo_t made;
     ucs_status_t status;
     int found;
@@ -130,7 +136,7 @@ static ucs_status_t cux_ipc_memh_export_fabric_pool(const cux_ptr_info_t *info, 
 
 static cux_ipc_memh_t *cux_ipc_memo_slot(cux_ipc_md_t *md, const void *base)
 {
-    return &md->memo[((uintptr_t)base >> 12) % CUX_IPC_KEY_MEMO_SIZE];
+    return &md->memo[cux_ipc_memo_index(base)];
 }
 
 /* A key made earlier for this very allocation, copied into memh; 0 if there is none. */
