@@ -150,7 +150,7 @@ protected:
 };
 
 #if CUX_UCX_HAS_PUT_SGL
-TEST_F(ipc_sgl, the_interface_offers_the_ops_with_as_many_elements_as_it_keeps_in_flight)
+TEST_F(ipc_sgl, the_interface_offers_the_ops_for_lists_of_any_length)
 {
     uct_iface_attr_v2_t attr = {};
     attr.field_mask = UCT_IFACE_ATTR_FIELD_CAP_FLAGS | UCT_IFACE_ATTR_FIELD_MAX_PUT_SGL_ZCOPY_COUNT;
@@ -159,7 +159,7 @@ TEST_F(ipc_sgl, the_interface_offers_the_ops_with_as_many_elements_as_it_keeps_i
 #  endif
     ASSERT_EQ(UCS_OK, uct_iface_query_v2(m_iface, &attr));
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_V2_PUT_SGL_ZCOPY);
-    EXPECT_GT(attr.max_put_sgl_zcopy_count, 1000u);
+    EXPECT_GE(attr.max_put_sgl_zcopy_count, (size_t)UINT32_MAX) << "a list is one operation: UCP need not cut it";
 #  if CUX_UCX_HAS_GET_SGL
     EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_V2_GET_SGL_ZCOPY);
     EXPECT_EQ(attr.max_put_sgl_zcopy_count, attr.max_get_sgl_zcopy_count);
@@ -224,51 +224,129 @@ TEST_F(ipc_sgl, a_list_with_a_bad_element_is_refused_before_anything_is_written)
     remote_free(a);
 }
 
-/* A list is issued whole or not at all: one that needs more pieces than the interface has room for while other
- * copies are in flight gets UCS_ERR_NO_RESOURCE with none of its pieces issued (UCP retries the whole list from
- * its pending queue), and goes whole once there is room. */
-TEST_F(ipc_sgl, a_list_without_room_for_all_its_pieces_issues_none_of_them)
+/* A list is one operation in flight however many pieces it has (issue 62): with one place left it goes whole;
+ * with none it gets UCS_ERR_NO_RESOURCE with none of its pieces issued (UCP retries the whole list from its
+ * pending queue), and goes whole once there is room. */
+TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
 {
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
         GTEST_SKIP() << "holds a copy in flight on purpose (the mock driver's MOCK_CUDA_ASYNC=1)";
     }
-    const size_t size = 1 << 20, piece = 4096, count = 8;
+    const size_t size = 1 << 20, piece = 4096, count = 100;
+    for (const char *max_inflight : {"2", "1"}) {
+        SCOPED_TRACE(std::string("MAX_INFLIGHT=") + max_inflight);
+        const bool room = !strcmp(max_inflight, "2");
+        destroy_ep();
+        open_iface({{"MAX_INFLIGHT", max_inflight}});
+        start_peer();
+        remote_buf a = remote_alloc(size, 0, 91, alloc_legacy);
+        ASSERT_NE(0u, a.addr);
+        ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 91));
+        buffer local(buf_kind::cuda0, size);
+        const std::vector<uint8_t> mine = pattern(92, size);
+        local.write(mine);
+        uint8_t *l = (uint8_t*)local.ptr();
+
+        uct_iov_t iov = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+        counting_completion first;
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, a.addr, a.rkey.rkey, &first.comp))
+            << "a copy in flight, holding one place";
+        sgl_list list; /* every other block: 100 pieces, none continuing another */
+        for (size_t i = 1; i <= count; ++i) {
+            list.add(l + 2 * i * piece, piece, a.addr + 2 * i * piece, a.rkey.rkey);
+        }
+        counting_completion comp;
+        ucs_status_t status = sgl_raw(list, nullptr, nullptr, comp);
+        EXPECT_EQ(room ? UCS_INPROGRESS : UCS_ERR_NO_RESOURCE, status) << count << " pieces";
+        if (status == UCS_INPROGRESS) {
+            EXPECT_EQ(UCS_OK, wait(&comp.comp));
+            EXPECT_EQ(1, comp.done);
+        }
+        EXPECT_EQ(UCS_OK, wait(&first.comp));
+        std::vector<uint8_t> want = pattern(91, size);
+        std::copy(mine.begin(), mine.begin() + piece, want.begin());
+        if (room) {
+            list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+        }
+        EXPECT_TRUE(remote_image(a, size) == want) << "the list's pieces, if it went, and nothing else";
+
+        if (!room) {
+            counting_completion again;
+            EXPECT_EQ(UCS_OK, sgl(true, list, again)) << "the whole list, once there is room";
+            list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+            EXPECT_TRUE(remote_image(a, size) == want);
+        }
+        remote_free(a);
+    }
+}
+
+/* Issue 62: what a list costs the driver. Adjacent blocks of one allocation on each side are one copy; scattered
+ * ones go as one kernel launch per MAX_BATCH copies; either way the list records one event, and its pieces' mapping
+ * is looked up once. A list of blocks each in its own allocation looks up each (the cache's hits count them). */
+TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_batches)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "counts the mock driver's copies, launches and events (MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t piece = 4096, count = 1000, size = 2 * count * piece;
     destroy_ep();
-    open_iface({{"MAX_INFLIGHT", std::to_string(count)}});
+    open_iface({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
     start_peer();
-    remote_buf a = remote_alloc(size, 0, 91, alloc_legacy);
+    remote_buf a = remote_alloc(size, 0, 95, alloc_legacy);
     ASSERT_NE(0u, a.addr);
-    ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 91));
+    ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 95));
     buffer local(buf_kind::cuda0, size);
-    const std::vector<uint8_t> mine = pattern(92, size);
+    const std::vector<uint8_t> mine = pattern(96, size);
     local.write(mine);
     uint8_t *l = (uint8_t*)local.ptr();
+    std::vector<uint8_t> want = pattern(95, size);
 
-    uct_iov_t iov = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
-    counting_completion first;
-    ucs_status_t status = uct_ep_put_zcopy(m_ep, &iov, 1, a.addr, a.rkey.rkey, &first.comp);
-    ASSERT_EQ(UCS_INPROGRESS, status) << "a copy in flight, holding one place of " << count;
-    sgl_list list; /* every other block: one piece each */
-    for (size_t i = 1; i <= count; ++i) {
-        list.add(l + 2 * i * piece, piece, a.addr + 2 * i * piece, a.rkey.rkey);
+    for (bool adjacent : {true, false}) {
+        SCOPED_TRACE(adjacent ? "adjacent blocks" : "scattered blocks");
+        sgl_list list;
+        for (size_t i = 0; i < count; ++i) { /* scattered: every other block, backwards */
+            const size_t at = adjacent ? i * piece : 2 * (count - 1 - i) * piece;
+            list.add(l + at, piece, a.addr + at, a.rkey.rkey);
+        }
+        const long copies = mock_live("issued copies"), launches = mock_live("kernel launches");
+        const long events = mock_live("event records");
+        const counters before = cache();
+        counting_completion comp;
+        ASSERT_EQ(UCS_OK, sgl(true, list, comp));
+        EXPECT_EQ(1, comp.done);
+        EXPECT_EQ(before.hits + before.misses + 1, cache().hits + cache().misses)
+            << "one lookup of the remote mapping for the whole list";
+        EXPECT_EQ(events + 1, mock_live("event records")) << "one event for the list";
+        if (adjacent) {
+            EXPECT_EQ(copies + 1, mock_live("issued copies")) << "adjacent blocks: one copy";
+        } else {
+            EXPECT_EQ(launches + (long)((count + 127) / 128), mock_live("kernel launches"))
+                << "scattered blocks: one launch per 128 copies";
+        }
+        list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+        EXPECT_TRUE(remote_image(a, size) == want);
     }
-    counting_completion comp;
-    status = sgl_raw(list, nullptr, nullptr, comp);
-    EXPECT_EQ(UCS_ERR_NO_RESOURCE, status) << count << " pieces with " << count - 1 << " places left";
-    if (status == UCS_INPROGRESS) {
-        wait(&comp.comp);
-    }
-    EXPECT_EQ(UCS_OK, wait(&first.comp));
-    EXPECT_EQ(0, comp.done);
-    std::vector<uint8_t> want = pattern(91, size);
-    std::copy(mine.begin(), mine.begin() + piece, want.begin());
-    EXPECT_TRUE(remote_image(a, size) == want) << "pieces of a list refused for want of room were written";
-
-    counting_completion again;
-    EXPECT_EQ(UCS_OK, sgl(true, list, again)) << "the whole list, once there is room";
-    list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
-    EXPECT_TRUE(remote_image(a, size) == want);
     remote_free(a);
+
+    /* one allocation per block on the remote side: one lookup each, one event for all */
+    std::vector<remote_buf> blocks;
+    sgl_list list;
+    for (size_t i = 0; i < 64; ++i) {
+        blocks.push_back(remote_alloc(piece, 0, 100 + i, alloc_legacy));
+        ASSERT_NE(0u, blocks.back().addr);
+        list.add(l + i * piece, piece, blocks.back().addr, blocks.back().rkey.rkey);
+    }
+    const long events      = mock_live("event records");
+    const counters before  = cache();
+    counting_completion comp;
+    ASSERT_EQ(UCS_OK, sgl(true, list, comp));
+    EXPECT_EQ(events + 1, mock_live("event records"));
+    EXPECT_EQ(before.hits + before.misses + blocks.size(), cache().hits + cache().misses) << "a lookup per block";
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        EXPECT_TRUE(remote_image(blocks[i], piece) ==
+                    std::vector<uint8_t>(mine.begin() + i * piece, mine.begin() + (i + 1) * piece)) << "block " << i;
+        remote_free(blocks[i]);
+    }
 }
 
 /* Issue 45, item 4: a list whose later element carries a key its peer no longer holds (the buffer freed and its

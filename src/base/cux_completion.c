@@ -5,6 +5,7 @@
 #include "cux_completion_desc.h"
 #include "cux_copy_batch.h"
 #include "driver/cux_device.h"
+#include "cux_profile.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
@@ -111,7 +112,9 @@ void cux_stream_queue_init(cux_stream_queue_t *sq, cux_completion_t *completion,
     sq->stream = NULL;
     sq->events = events;
     sq->armed  = 0;
-    sq->batch_count = 0;
+    sq->batch_count  = 0;
+    sq->batch_copies = 0;
+    sq->batch_status = UCS_OK;
     ucs_queue_head_init(&sq->descs);
 }
 
@@ -123,7 +126,7 @@ void cux_stream_queue_cleanup(cux_stream_queue_t *sq)
 
     int entered;
 
-    if (sq->batch_count > 0) {
+    if (cux_copy_batch_waiting(sq)) {
         cux_copy_batch_submit(sq); /* issued, then waited for below like everything else */
     }
     if (sq->stream == NULL) {
@@ -222,6 +225,7 @@ unsigned cux_completion_progress(cux_completion_t *completion)
     cux_desc_t *desc;
     CUresult res;
 
+    CUX_PROF_START(t0);
     if (ucs_unlikely(!ucs_list_is_empty(&completion->batched))) {
         cux_copy_batch_submit_all(completion);
     }
@@ -270,6 +274,9 @@ unsigned cux_completion_progress(cux_completion_t *completion)
 
     if (ucs_unlikely(!ucs_queue_is_empty(&completion->pending))) {
         cux_completion_dispatch_pending(completion);
+    }
+    if (count > 0) {
+        CUX_PROF_END(CUX_PROF_PROGRESS, t0, count);
     }
     return count;
 }

@@ -51,7 +51,8 @@ typedef struct cux_stream_queue {
     volatile int     armed;      /* a wake-up host function is queued on the stream */
     unsigned         batch_count;               /* operations accepted, not yet issued */
     unsigned         batch_copies;              /* the copies they make: adjacent ones are merged */
-    ucs_list_link_t  batch_link;                /* in completion->batched while batch_count > 0 */
+    ucs_status_t     batch_status;              /* a failure of copies issued ahead of their operation's end */
+    ucs_list_link_t  batch_link;                /* in completion->batched while anything waits in the batch */
     CUdeviceptr      batch_dst[CUX_BATCH_MAX];
     CUdeviceptr      batch_src[CUX_BATCH_MAX];
     size_t           batch_size[CUX_BATCH_MAX];

@@ -8,6 +8,7 @@
 #include "cux_completion_desc.h"
 #include "cux_copy_kernel.h"
 #include "driver/cux_device.h"
+#include "cux_profile.h"
 
 #include <ucs/debug/log.h>
 
@@ -51,8 +52,10 @@ static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstre
 }
 
 /* Issue the accepted copies as one call (a kernel launch, or a batch for the copy engines), then one event for
- * all of them. A failure completes every copy of the batch with its status at the next progress (never from
- * inside the call that accepted it). */
+ * the operations that end in this batch (none where the batch holds only the first copies of a longer one: the
+ * stream runs in order, so the event behind its last copy covers them). A failure completes every operation of
+ * the batch, and the next to end on this queue if its first copies were in it, with its status at the next
+ * progress (never from inside the call that accepted it). */
 void cux_copy_batch_submit(cux_stream_queue_t *sq)
 {
     unsigned i, count       = sq->batch_count;
@@ -63,6 +66,7 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
     CUstream stream;
     cux_desc_t *desc;
 
+    CUX_PROF_START(t0);
     sq->batch_count  = 0;
     sq->batch_copies = 0;
     ucs_list_del(&sq->batch_link);
@@ -75,16 +79,21 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
     if (status != UCS_OK) {
         goto out_leave;
     }
-    status = cux_stream_queue_kernel_fits(sq, copies) ?
-             cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst, sq->batch_src, sq->batch_size, copies) :
-             UCS_ERR_UNSUPPORTED;
-    if (status == UCS_ERR_UNSUPPORTED) {
-        status = cux_stream_queue_issue_copies(sq, stream, copies);
+    if (copies > 0) {
+        status = cux_stream_queue_kernel_fits(sq, copies) ?
+                 cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst, sq->batch_src, sq->batch_size, copies) :
+                 UCS_ERR_UNSUPPORTED;
+        if (status == UCS_ERR_UNSUPPORTED) {
+            status = cux_stream_queue_issue_copies(sq, stream, copies);
+        }
     }
     if (status != UCS_OK) {
         ucs_error("batch of %u copies (%u operations) failed: %s", copies, count, ucs_status_string(status));
         /* what was issued must be finished before the buffers go back to their owners */
         (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, stream);
+        goto out_leave;
+    }
+    if (count == 0) {
         goto out_leave;
     }
     if ((cux_event_pool_get(sq->events, &event) != UCS_OK) ||
@@ -98,6 +107,15 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
 out_leave:
     cux_ctx_leave(&guard);
 out_push:
+    if (UCS_STATUS_IS_ERR(sq->batch_status)) {
+        status = sq->batch_status; /* earlier copies of the first operation here failed */
+    }
+    if (count == 0) {
+        sq->batch_status = status; /* kept for the operation these copies belong to */
+        CUX_PROF_END(CUX_PROF_SUBMIT, t0, copies);
+        return;
+    }
+    sq->batch_status = UCS_OK;
     for (i = 0; i < count; ++i) {
         desc             = sq->batch_desc[i];
         desc->event      = (status == UCS_OK) ? event : NULL;
@@ -105,6 +123,7 @@ out_push:
         desc->status     = status;
         cux_stream_queue_push(sq, desc);
     }
+    CUX_PROF_END(CUX_PROF_SUBMIT, t0, copies);
 }
 
 /* Whether a copy continues the batch's last copy on both sides, in the same two known allocations. */
@@ -118,41 +137,93 @@ static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue
            (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
 }
 
-ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
-                                const cux_copy_allocs_t *allocs, uct_completion_t *comp,
-                                cux_completion_release_func_t release, void *release_arg)
+/* The queue joins the engine's list of batches with something waiting when its first copy or operation comes. */
+static UCS_F_ALWAYS_INLINE void cux_copy_batch_join(cux_stream_queue_t *sq)
+{
+    if (!cux_copy_batch_waiting(sq)) {
+        ucs_list_add_tail(&sq->completion->batched, &sq->batch_link);
+    }
+}
+
+void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdeviceptr src, size_t length,
+                             const cux_copy_allocs_t *allocs)
+{
+    unsigned c;
+
+    if (cux_stream_queue_continues(sq, dst, src, allocs)) {
+        sq->batch_size[sq->batch_copies - 1] += length;
+        return;
+    }
+    if (sq->batch_copies >= sq->completion->max_batch) {
+        cux_copy_batch_submit(sq); /* a full batch goes; this copy starts the next */
+    }
+    cux_copy_batch_join(sq);
+    c                   = sq->batch_copies++;
+    sq->batch_dst[c]    = dst;
+    sq->batch_src[c]    = src;
+    sq->batch_size[c]   = length;
+    sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
+}
+
+/* The operation's descriptor behind its copies. */
+static ucs_status_t cux_copy_batch_end_with(cux_stream_queue_t *sq, cux_desc_t *desc, uct_completion_t *comp,
+                                            cux_completion_release_func_t release, void *release_arg)
 {
     cux_completion_t *completion = sq->completion;
-    cux_desc_t *desc   = cux_desc_get(completion);
-    unsigned i         = sq->batch_count;
-    unsigned c         = sq->batch_copies;
-    CUdeviceptr d      = (CUdeviceptr)(uintptr_t)dst;
-    CUdeviceptr s      = (CUdeviceptr)(uintptr_t)src;
 
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_MEMORY;
-    }
     cux_desc_init_op(desc, NULL, 0, comp, release, release_arg); /* the event comes at submission */
-    if (cux_stream_queue_continues(sq, d, s, allocs)) {
-        sq->batch_size[c - 1] += length;
-    } else {
-        sq->batch_dst[c]    = d;
-        sq->batch_src[c]    = s;
-        sq->batch_size[c]   = length;
-        sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
-        sq->batch_copies    = c + 1;
-    }
-    sq->batch_desc[i] = desc;
-    if (i == 0) {
-        ucs_list_add_tail(&completion->batched, &sq->batch_link);
-    }
-    sq->batch_count = i + 1;
-    /* A copy that finds nothing else in flight goes out now: no other copy is coming to share its call (a
+    cux_copy_batch_join(sq);
+    sq->batch_desc[sq->batch_count++] = desc;
+    /* An operation that finds nothing else in flight goes out now: no other copy is coming to share its call (a
      * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
     if ((++completion->num_inflight == 1) || (sq->batch_count >= completion->max_batch)) {
         cux_copy_batch_submit(sq);
     }
     return UCS_INPROGRESS;
+}
+
+/* Copies that no descriptor can follow: issued, and waited for. */
+static ucs_status_t cux_copy_batch_wait(cux_stream_queue_t *sq)
+{
+    ucs_status_t status = UCS_OK;
+    cux_ctx_guard_t guard;
+
+    if (cux_copy_batch_waiting(sq)) {
+        cux_copy_batch_submit(sq);
+    }
+    if ((sq->stream != NULL) && ((status = cux_ctx_enter(sq->ctx, &guard)) == UCS_OK)) {
+        status = CUX_DRV_CALL_ERR(cuStreamSynchronize, sq->stream);
+        cux_ctx_leave(&guard);
+    }
+    if (UCS_STATUS_IS_ERR(sq->batch_status)) {
+        status = sq->batch_status;
+    }
+    sq->batch_status = UCS_OK;
+    return status;
+}
+
+ucs_status_t cux_copy_batch_end_op(cux_stream_queue_t *sq, uct_completion_t *comp,
+                                   cux_completion_release_func_t release, void *release_arg)
+{
+    cux_desc_t *desc = cux_desc_get(sq->completion);
+
+    if (ucs_unlikely(desc == NULL)) {
+        return cux_copy_batch_wait(sq);
+    }
+    return cux_copy_batch_end_with(sq, desc, comp, release, release_arg);
+}
+
+ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *src, size_t length,
+                                const cux_copy_allocs_t *allocs, uct_completion_t *comp,
+                                cux_completion_release_func_t release, void *release_arg)
+{
+    cux_desc_t *desc = cux_desc_get(sq->completion);
+
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_MEMORY; /* nothing accepted */
+    }
+    cux_copy_batch_add_copy(sq, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length, allocs);
+    return cux_copy_batch_end_with(sq, desc, comp, release, release_arg);
 }
 
 void cux_copy_batch_submit_all(cux_completion_t *completion)

@@ -19,6 +19,24 @@ ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *s
                                 const cux_copy_allocs_t *allocs, uct_completion_t *comp,
                                 cux_completion_release_func_t release, void *release_arg);
 
+/*
+ * The two halves of cux_copy_batch_add, for an operation of many copies on one queue (a scatter-gather list):
+ * each copy is accepted alone (joined to the previous one where it continues it, the batch issued when full), and
+ * the operation ends with one descriptor behind its last copy, which the stream reaches after all of them.
+ * cux_copy_batch_end_op returns UCS_INPROGRESS (release and comp follow), or UCS_OK/an error when it could not be
+ * tracked: the copies were then issued and waited for, and nothing follows.
+ */
+void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdeviceptr src, size_t length,
+                             const cux_copy_allocs_t *allocs);
+ucs_status_t cux_copy_batch_end_op(cux_stream_queue_t *sq, uct_completion_t *comp,
+                                   cux_completion_release_func_t release, void *release_arg);
+
+/* Whether sq holds accepted copies or operations not yet issued. */
+static inline int cux_copy_batch_waiting(const cux_stream_queue_t *sq)
+{
+    return (sq->batch_count > 0) || (sq->batch_copies > 0);
+}
+
 /* Issue sq's accepted copies as one call, then one event for all of them. */
 void cux_copy_batch_submit(cux_stream_queue_t *sq);
 

@@ -125,12 +125,14 @@ ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_
     if (m != UCT_MEM_HANDLE_NULL) {
         local->device = m->device;
         local->alloc  = m->key.base;
+        local->length = m->key.length;
         return UCS_OK;
     }
     status = cux_ptr_query(buffer, &info);
     if (status == UCS_OK) {
         local->device = cux_mem_type_is_cuda(info.mem_type) ? info.device : 0;
         local->alloc  = (uintptr_t)info.base; /* 0 for host memory: never merged */
+        local->length = info.length;
     }
     return status;
 }

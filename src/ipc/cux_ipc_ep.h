@@ -32,6 +32,7 @@ ucs_status_t cux_ipc_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
 typedef struct cux_ipc_local {
     int       device;
     uintptr_t alloc;
+    size_t    length; /* the allocation's (0 for host memory) */
 } cux_ipc_local_t;
 
 ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local);

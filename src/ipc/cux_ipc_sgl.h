@@ -8,6 +8,10 @@
 
 #include "compat/cux_ucx_compat.h"
 
+/* The most elements a list may hold: any number a size_t counts, bounded only so that UCP's arithmetic on it
+ * stays far from overflowing. */
+#define CUX_IPC_SGL_MAX_COUNT ((size_t)UINT32_MAX)
+
 /* A list on an endpoint (put or get), as the ops below take it: UCS_INPROGRESS with comp following, UCS_OK when
  * it moved nothing, or an error with nothing written. Compiled for every release (the tests call it where UCX
  * has no op for it). */

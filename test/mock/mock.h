@@ -247,6 +247,7 @@ uint64_t mock_pid_namespace(void);
 int mock_open_exporter_fd(pid_t pid, uint64_t pid_ns, uint64_t broker, int fd);
 /* mock_kernels.c */
 extern long mock_kernel_launches;
+extern long mock_event_records;
 CUresult m_cuModuleLoadData(CUmodule *module, const void *image);
 CUresult m_cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name);
 CUresult m_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, CUstream s, void **params, void **extra);

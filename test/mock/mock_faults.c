@@ -40,7 +40,7 @@ CUresult mock_injected(const char *name, CUresult error)
  * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernel so far, "descriptor
  * exports" (cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle) and "imports" (of another process's
  * memory: legacy handles, VMM descriptors, pools and pool pointers) so far, "pointer exports" (cuMemPoolExportPointer)
- * so far; "reserved bytes", the address space reserved now (cuMemAddressReserve less cuMemAddressFree). With
+ * so far; "event records" (cuEventRecord) so far; "reserved bytes", the address space reserved now (cuMemAddressReserve less cuMemAddressFree). With
  * MOCK_CUDA_COUNTS_DIR, a process keeps the three counts in DIR/counts-PID ("descriptor exports N", "imports N",
  * "pointer exports N"), for tests of programs that know nothing of the mock. */
 long mock_live_streams, mock_live_events;
@@ -74,6 +74,8 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "kernel launches")) {
         return __atomic_load_n(&mock_kernel_launches, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "event records")) {
+        return __atomic_load_n(&mock_event_records, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "imported pools")) {
         return mock_imported_pools();
     } else if (!strcmp(what, "reserved bytes")) {

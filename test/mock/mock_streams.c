@@ -153,8 +153,11 @@ CUresult m_cuEventDestroy(CUevent e)
     return CUDA_SUCCESS;
 }
 
+long mock_event_records; /* cuEventRecord calls so far */
+
 CUresult m_cuEventRecord(CUevent e, CUstream s)
 {
+    __atomic_add_fetch(&mock_event_records, 1, __ATOMIC_RELAXED);
     e->pending = mock_event_delay();
     e->stream  = s;
     if (s != NULL) {
