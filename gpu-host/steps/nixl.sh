@@ -9,6 +9,10 @@
 #
 # CARRY holds ucx-1.22.0-src.tar.gz (gpu-host/prepare/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
 # with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22).
+# CUX_NIXL_UCX=NAME takes CARRY/NAME-src.tar.gz (its tree NAME) instead, into /opt/NAME-cuda: UCX master for
+# NIXL's scatter-gather path (issue 62: NIXL master built against it); CUX_NIXL_SGL=1 adds each module once more
+# with NIXL_UCX_SGL_ENABLE=1 (ucx-sgl, ours-sgl) to every comparison. CUX_NIXL_PREFIX and CUX_NIXL_UCX_SRC name a
+# UCX already built with CUDA there and its source tree (gpu-host/run sgl-post's, on the same warm machine).
 # STAGES (default "build gtest sweep kv pidns faults"); a stage finds what "build" made when the machine still holds it:
 #   build   UCX 1.22 with CUDA into /opt/ucx-1.22-cuda (UCX's module kept in reference-module/), our module from
 #           the dist tarball against it, bench/cux_nixl_kv against NIXL;
@@ -25,7 +29,8 @@
 #   ucp-blocks   the kv stage's shape through UCP alone (bench/cux_blocks, no NIXL): the posting cost per block
 #           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
-# CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_KV_BLOCKS the blocks per
+# CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_OPS their operations
+# (nixl_compare.py --ops: default WRITE and READ), CUX_NIXL_KV_BLOCKS the blocks per
 # transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
 # and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
 set -u
@@ -33,7 +38,8 @@ set -u
 carry=$(cd "${1:?usage: gpu-host/run nixl CARRY [STAGES]}" && pwd)
 stages=${2:-build gtest sweep kv pidns faults}
 out=${OUT:-/tmp/cux-out}
-prefix=/opt/ucx-1.22-cuda
+ucx_name=${CUX_NIXL_UCX:-ucx-1.22.0}
+prefix=${CUX_NIXL_PREFIX:-/opt/$ucx_name-cuda}
 work=/tmp/cux-nixl
 nixl="$carry/nixl"
 repeats=${CUX_NIXL_REPEATS:-3}
@@ -53,13 +59,14 @@ say "stages: $stages; $(nvidia-smi -L | wc -l) GPU(s):" \
     "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 if has build; then
     if [ ! -x "$prefix/bin/ucx_info" ]; then
-        tar -C "$work" -xzf "$carry/ucx-1.22.0-src.tar.gz"
+        tar -C "$work" -xzf "$carry/$ucx_name-src.tar.gz"
         CUX_UCX_CONFIGURE_EXTRA='--without-verbs --without-rdmacm ac_cv_path_NVCC=' \
-            gh_reference_ucx "$work/ucx-1.22.0" "$prefix" "$logs/ucx-build.log" || { failed "UCX 1.22 build"; finish; }
+            gh_reference_ucx "$work/$ucx_name" "$prefix" "$logs/ucx-build.log" || { failed "$ucx_name build"; finish; }
     fi
     say "$(grep -h '^reference UCX' "$logs/ucx-build.log" 2>/dev/null || echo "UCX in $prefix (built earlier)")"
     if [ ! -f "$ours" ]; then
-        gh_plugin "$work" "$work/build" "$prefix" "$work/ucx-1.22.0" "$logs" >/dev/null || { failed "plugin build"; finish; }
+        gh_plugin "$work" "$work/build" "$prefix" "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs" >/dev/null ||
+            { failed "plugin build"; finish; }
     fi
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
@@ -74,6 +81,11 @@ fi
 # UCX's module as deployments run it: gets over cuda_ipc turned on (without NVLink it offers none by default,
 # and NIXL's reads then crawl: 0.4-0.5 GB/s at 64 KB on one H200, a sweep that did not end in 150 s).
 modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on" --module "ours=$ours")
+# CUX_NIXL_SGL=1: each module once more with NIXL's scatter-gather writes (NIXL master on UCX master), interleaved
+if [ "${CUX_NIXL_SGL:-0}" = 1 ]; then
+    modules+=(--module "ucx-sgl=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on,NIXL_UCX_SGL_ENABLE=1"
+        --module "ours-sgl=$ours,NIXL_UCX_SGL_ENABLE=1")
+fi
 
 gpu_put_transports() { # LOG...: the transports in UCP_PROTO_INFO's tables of puts from GPU to GPU memory
     grep -h -A6 'ucp_put.* from cuda.* to cuda' "$@" | grep -oE 'cuda_ipc|cuda_copy|tcp|sysv|posix|cma' |
@@ -122,7 +134,8 @@ compare() { # NAME ARGS [nixl_compare options...]
     local name=$1 args=$2
     shift 2
     python3 "$top/bench/nixl_compare.py" --prefix "$prefix" --nixl "$nixl" "${modules[@]}" --args "$args" \
-        --repeats "$repeats" --timeout 150 --out "$work/logs/$name" "$@" >"$logs/$name.log" 2>&1
+        --repeats "$repeats" --timeout 150 --out "$work/logs/$name" ${CUX_NIXL_OPS:+--ops "$CUX_NIXL_OPS"} "$@" \
+        >"$logs/$name.log" 2>&1
     say "nixlbench $name: exit $?"
     sed -n '/^| op/,$p' "$work/logs/$name/report.md" | grep -E '^Runs|^Cells' | sed 's/^/   /' | tee -a "$gh_report_file"
 }
