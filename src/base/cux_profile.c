@@ -12,9 +12,9 @@
 cux_prof_counter_t cux_prof_counters[CUX_PROF_LAST];
 
 static const char *cux_prof_names[CUX_PROF_LAST] = {
-    [CUX_PROF_SGL_TOTAL] = "sgl.total",   [CUX_PROF_SGL_CHECK] = "sgl.check", [CUX_PROF_SGL_LOOKUP] = "sgl.lookup",
-    [CUX_PROF_SGL_QUEUE] = "sgl.queue",   [CUX_PROF_SGL_END] = "sgl.end",     [CUX_PROF_SUBMIT] = "submit",
-    [CUX_PROF_PROGRESS]  = "progress",    [CUX_PROF_RELEASE] = "release"};
+    [CUX_PROF_SGL_TOTAL] = "sgl.total", [CUX_PROF_SGL_CHECK] = "sgl.check", [CUX_PROF_SGL_LOOKUP] = "sgl.lookup",
+    [CUX_PROF_MAP_NEW] = "map.new",     [CUX_PROF_SGL_QUEUE] = "sgl.queue", [CUX_PROF_SGL_END] = "sgl.end",
+    [CUX_PROF_SUBMIT] = "submit",       [CUX_PROF_PROGRESS] = "progress",   [CUX_PROF_RELEASE] = "release"};
 
 /* One line per stage that ran, when the module goes (the process's end, or UCX unloading it). */
 static void __attribute__((destructor)) cux_prof_report(void)

@@ -3,6 +3,7 @@
  * Mapping cache for cuda_ipc: see cux_ipc_cache.h.
  */
 #include "ipc/import/cux_ipc_cache.h"
+#include "base/cux_profile.h"
 
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -312,6 +313,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
     }
 
     ++cache->stats.misses;
+    CUX_PROF_START(t0);
     region = cux_ipc_cache_add_mapping(cache, rkey, device, owner);
     if (region == NULL) {
         pthread_mutex_unlock(&cache->lock);
@@ -336,6 +338,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
     }
     *region_p = region;
     pthread_mutex_unlock(&cache->lock);
+    CUX_PROF_END(CUX_PROF_MAP_NEW, t0, 1);
     return UCS_OK;
 }
 
