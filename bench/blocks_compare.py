@@ -144,6 +144,9 @@ def main():
             if mname in timed_out:  # a module that ran out of time once is not given the time again
                 failed.append("%s repeat %d: not run (an earlier repeat timed out)" % (mname, rep))
                 continue
+            if args.from_raw and not os.path.exists(raw):  # a call cut short before this run
+                failed.append("%s repeat %d: not done" % (mname, rep))
+                continue
             if args.from_raw:
                 with open(raw) as f:
                     text = f.read()

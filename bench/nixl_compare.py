@@ -13,6 +13,11 @@ run's figures to count: nixlbench stops at the first configuration that fails it
 
   nixl_compare.py --prefix UCX --nixl NIXL_PREFIX --module ucx=A.so --module ours=B.so \
       --args "--initiator_seg_type VRAM --target_seg_type VRAM" --ops WRITE,READ --repeats 3 --out DIR
+
+With more than two modules the report also gives every module's cells beside the first's. --from-raw rebuilds the
+report from an earlier run's DIR/raw (same --module names, --ops and --repeats; --prefix and --nixl are then not
+used): a run whose files are missing (a call cut short) is listed as not done, and exit statuses are not known
+there (the run's log has them), only the consistency check's word in the output.
 """
 import argparse
 import csv
@@ -98,20 +103,31 @@ def main():
     ap.add_argument("--target-wrap", default="", help="command the target process runs under")
     ap.add_argument("--title", default="nixlbench")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--from-raw", action="store_true", help="read DIR/raw instead of running")
     args = ap.parse_args()
 
     modules, module_env, moddir, env = setup(args)
+    if args.from_raw:
+        env.update(date="(from %s)" % os.path.join(args.out, "raw"), driver="(as run)", cuda="(as run)",
+                   gpu="(as run)")
     results, keys, runs, failed = {}, [], [], []
     for rep in range(args.repeats):
         order = modules if rep % 2 == 0 else list(reversed(modules))
         for op in args.ops.split(","):
             for mname, mpath in order:
-                install_module(mpath, moddir)
-                rc_i, rc_t, out_i, out_t = run(args, op, module_env.get(mname, {}))
                 base = os.path.join(args.out, "raw", "%s-%s-%d" % (mname, op, rep))
-                for suffix, text in (("initiator", out_i), ("target", out_t)):
-                    with open("%s-%s.txt" % (base, suffix), "w") as f:
-                        f.write(text)
+                if args.from_raw:
+                    if not os.path.exists(base + "-initiator.txt"):
+                        failed.append("%s %s repeat %d: not done" % (mname, op, rep))
+                        continue
+                    rc_i, rc_t = 0, 0
+                    out_i, out_t = (open("%s-%s.txt" % (base, s)).read() for s in ("initiator", "target"))
+                else:
+                    install_module(mpath, moddir)
+                    rc_i, rc_t, out_i, out_t = run(args, op, module_env.get(mname, {}))
+                    for suffix, text in (("initiator", out_i), ("target", out_t)):
+                        with open("%s-%s.txt" % (base, suffix), "w") as f:
+                            f.write(text)
                 checked = rc_i == 0 and rc_t == 0 and "Consistency check failed" not in out_i + out_t
                 print("%s %s repeat %d: initiator exit %d, target exit %d%s" %
                       (mname, op, rep, rc_i, rc_t, "" if checked else " (figures not counted)"), flush=True)
@@ -156,6 +172,21 @@ def main():
         out.append("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             op, block, batch, fmt(a.get("gbps", [])), fmt(b.get("gbps", [])), "%.2fx" % ratio if ratio else "n/a",
             fmt(a.get("lat_us", [])), fmt(b.get("lat_us", [])), fmt(post(a), 3), fmt(post(b), 3)))
+    if len(modules) > 2:
+        out += ["", "Every module: GB/s median (min-max), ratio of GB/s medians to %s, post us/desc median." % ref, "",
+                "| op | block | batch |" + "".join(" %s |" % m for m, _ in modules),
+                "|---|---:|---:|" + "---|" * len(modules)]
+        for key in keys:
+            op, block, batch = key
+            base = results.get((key, ref), {}).get("gbps", [])
+            line = "| %s | %d | %d |" % key
+            for mname, _ in modules:
+                cell = results.get((key, mname), {})
+                g = cell.get("gbps", [])
+                ratio = " %.2fx" % (statistics.median(g) / statistics.median(base)) if g and base else ""
+                post = [v / batch for v in cell.get("post_us", [])]
+                line += " %s%s, post %s |" % (fmt(g), ratio, "%.3f" % statistics.median(post) if post else "-")
+            out.append(line)
     out += ["", "Runs whose figures do not count: %s" % ("; ".join(failed) if failed else "none"),
             "", "Cells where %s is below %s beyond the spread (its max under the other's min): %s" %
             (ours, ref, "; ".join(below) if below else "none")]
