@@ -105,6 +105,33 @@ protected:
         return back.read();
     }
 
+    /* The interface again with these settings, and its peer. */
+    void reopen(const std::vector<std::pair<std::string, std::string>> &config)
+    {
+        destroy_ep();
+        open_iface(config);
+        start_peer();
+    }
+
+    /* pattern(seed), written into b: what b holds now. */
+    static std::vector<uint8_t> written(buffer &b, uint64_t seed)
+    {
+        std::vector<uint8_t> p = pattern(seed, b.size());
+        b.write(p);
+        return p;
+    }
+
+    /* A remote allocation of size bytes holding pattern(seed), 0 in addr if it could not be made or filled. */
+    remote_buf filled_remote(size_t size, uint64_t seed)
+    {
+        remote_buf rb = remote_alloc(size, 0, seed, alloc_legacy);
+        if ((rb.addr != 0) && (remote(peer_op::fill, rb.addr, size, seed) != 0)) {
+            remote_free(rb);
+            rb.addr = 0;
+        }
+        return rb;
+    }
+
     /* Pieces into (or out of) two allocations, of every shape a list may hold. */
     void check_list(bool put)
     {
@@ -236,15 +263,11 @@ TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
     for (const char *max_inflight : {"2", "1"}) {
         SCOPED_TRACE(std::string("MAX_INFLIGHT=") + max_inflight);
         const bool room = !strcmp(max_inflight, "2");
-        destroy_ep();
-        open_iface({{"MAX_INFLIGHT", max_inflight}});
-        start_peer();
-        remote_buf a = remote_alloc(size, 0, 91, alloc_legacy);
+        reopen({{"MAX_INFLIGHT", max_inflight}});
+        remote_buf a = filled_remote(size, 91);
         ASSERT_NE(0u, a.addr);
-        ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 91));
         buffer local(buf_kind::cuda0, size);
-        const std::vector<uint8_t> mine = pattern(92, size);
-        local.write(mine);
+        const std::vector<uint8_t> mine = written(local, 92);
         uint8_t *l = (uint8_t*)local.ptr();
 
         uct_iov_t iov = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
@@ -289,15 +312,11 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
         GTEST_SKIP() << "counts the mock driver's copies, launches and events (MOCK_CUDA_ASYNC=1)";
     }
     const size_t piece = 4096, count = 1000, size = 2 * count * piece;
-    destroy_ep();
-    open_iface({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
-    start_peer();
-    remote_buf a = remote_alloc(size, 0, 95, alloc_legacy);
+    reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
+    remote_buf a = filled_remote(size, 95);
     ASSERT_NE(0u, a.addr);
-    ASSERT_EQ(0, remote(peer_op::fill, a.addr, size, 95));
     buffer local(buf_kind::cuda0, size);
-    const std::vector<uint8_t> mine = pattern(96, size);
-    local.write(mine);
+    const std::vector<uint8_t> mine = written(local, 96);
     uint8_t *l = (uint8_t*)local.ptr();
     std::vector<uint8_t> want = pattern(95, size);
 
