@@ -114,6 +114,7 @@ void cux_stream_queue_init(cux_stream_queue_t *sq, cux_completion_t *completion,
     sq->armed  = 0;
     sq->batch_count  = 0;
     sq->batch_copies = 0;
+    sq->batch_open   = 0;
     sq->batch_status = UCS_OK;
     ucs_queue_head_init(&sq->descs);
 }

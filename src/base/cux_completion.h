@@ -51,7 +51,9 @@ typedef struct cux_stream_queue {
     volatile int     armed;      /* a wake-up host function is queued on the stream */
     unsigned         batch_count;               /* operations accepted, not yet issued */
     unsigned         batch_copies;              /* the copies they make: adjacent ones are merged */
-    ucs_status_t     batch_status;              /* a failure of copies issued ahead of their operation's end */
+    int              batch_open;                /* copies accepted since the last operation's end: an operation
+                                                   whose descriptor is still to come (one at a time per queue) */
+    ucs_status_t     batch_status;              /* a failure of that operation's copies issued ahead of its end */
     ucs_list_link_t  batch_link;                /* in completion->batched while anything waits in the batch */
     CUdeviceptr      batch_dst[CUX_BATCH_MAX];
     CUdeviceptr      batch_src[CUX_BATCH_MAX];

@@ -62,7 +62,7 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
     unsigned copies         = sq->batch_copies;
     CUevent event           = NULL;
     cux_ctx_guard_t guard;
-    ucs_status_t status;
+    ucs_status_t status, issued;
     CUstream stream;
     cux_desc_t *desc;
 
@@ -96,6 +96,12 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
     if (count == 0) {
         goto out_leave;
     }
+    if (UCS_STATUS_IS_ERR(sq->batch_status)) {
+        /* earlier copies of the first operation ending here failed: the operations complete with that once
+         * this batch is done, without an event */
+        (void)CUX_DRV_CALL(UCS_LOG_LEVEL_WARN, cuStreamSynchronize, stream);
+        goto out_leave;
+    }
     if ((cux_event_pool_get(sq->events, &event) != UCS_OK) ||
         (CUX_DRV_CALL_ERR(cuEventRecord, event, stream) != UCS_OK)) {
         if (event != NULL) {
@@ -107,21 +113,23 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
 out_leave:
     cux_ctx_leave(&guard);
 out_push:
+    /* the operations ending here take an earlier failure of the first of them, else this batch's outcome; a
+     * failure of copies of the operation still open is kept for its end */
+    issued = status;
     if (UCS_STATUS_IS_ERR(sq->batch_status)) {
-        status = sq->batch_status; /* earlier copies of the first operation here failed */
+        status = sq->batch_status;
     }
-    if (count == 0) {
-        sq->batch_status = status; /* kept for the operation these copies belong to */
-        CUX_PROF_END(CUX_PROF_SUBMIT, t0, copies);
-        return;
-    }
-    sq->batch_status = UCS_OK;
     for (i = 0; i < count; ++i) {
         desc             = sq->batch_desc[i];
         desc->event      = (status == UCS_OK) ? event : NULL;
         desc->owns_event = (desc->event != NULL) && (i == count - 1);
         desc->status     = status;
         cux_stream_queue_push(sq, desc);
+    }
+    if (sq->batch_open && UCS_STATUS_IS_ERR(issued)) {
+        sq->batch_status = issued;
+    } else if (count > 0) {
+        sq->batch_status = UCS_OK;
     }
     CUX_PROF_END(CUX_PROF_SUBMIT, t0, copies);
 }
@@ -158,6 +166,7 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
         cux_copy_batch_submit(sq); /* a full batch goes; this copy starts the next */
     }
     cux_copy_batch_join(sq);
+    sq->batch_open      = 1;
     c                   = sq->batch_copies++;
     sq->batch_dst[c]    = dst;
     sq->batch_src[c]    = src;
@@ -173,6 +182,7 @@ static ucs_status_t cux_copy_batch_end_with(cux_stream_queue_t *sq, cux_desc_t *
 
     cux_desc_init_op(desc, NULL, 0, comp, release, release_arg); /* the event comes at submission */
     cux_copy_batch_join(sq);
+    sq->batch_open                    = 0;
     sq->batch_desc[sq->batch_count++] = desc;
     /* An operation that finds nothing else in flight goes out now: no other copy is coming to share its call (a
      * rendezvous of one message, a ping-pong), so waiting for the next progress would only add latency. */
@@ -198,6 +208,7 @@ static ucs_status_t cux_copy_batch_wait(cux_stream_queue_t *sq)
     if (UCS_STATUS_IS_ERR(sq->batch_status)) {
         status = sq->batch_status;
     }
+    sq->batch_open   = 0;
     sq->batch_status = UCS_OK;
     return status;
 }
