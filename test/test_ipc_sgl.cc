@@ -368,6 +368,42 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
     }
 }
 
+/* A list's first copies may go to the GPU in a batch that also ends an earlier operation: when that batch fails,
+ * both report the failure, the list at its own end though its later copies went well. */
+TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_reports_the_failure)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "injects a failed launch into copies held in flight (MOCK_CUDA_FAIL, MOCK_CUDA_ASYNC=1)";
+    }
+    const size_t piece = 4096, count = 8, size = 4 * count * piece;
+    reopen({{"MAX_BATCH", "4"}, {"COPY_KERNEL_MAX", "256k"}});
+    remote_buf a = filled_remote(size, 97);
+    ASSERT_NE(0u, a.addr);
+    buffer local(buf_kind::cuda0, size);
+    uint8_t *l = (uint8_t*)local.ptr();
+    written(local, 98);
+
+    /* one copy in flight, so that the next waits in the batch with its end */
+    uct_iov_t iov0 = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1}, iov1 = {l + 2 * piece, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+    counting_completion first, waiting;
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov0, 1, a.addr, a.rkey.rkey, &first.comp));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov1, 1, a.addr + 2 * piece, a.rkey.rkey, &waiting.comp));
+    sgl_list list; /* scattered: the fourth copy of the batch fills it, and it goes with the list's first three */
+    for (size_t i = 0; i < count; ++i) {
+        list.add(l + (4 + 3 * i) * piece, piece, a.addr + (4 + 3 * i) * piece, a.rkey.rkey);
+    }
+    setenv("MOCK_CUDA_FAIL", "cuLaunchKernel:0:1", 1); /* that batch's launch, once */
+    counting_completion comp;
+    ucs_status_t status = sgl_raw(list, nullptr, nullptr, comp);
+    unsetenv("MOCK_CUDA_FAIL");
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    EXPECT_EQ(UCS_OK, wait(&first.comp));
+    EXPECT_NE(UCS_OK, wait(&waiting.comp)) << "the operation that ended in the failed batch";
+    EXPECT_NE(UCS_OK, wait(&comp.comp)) << "the list whose first copies were in the failed batch";
+    EXPECT_EQ(1, comp.done);
+    remote_free(a);
+}
+
 /* Issue 45, item 4: a list whose later element carries a key its peer no longer holds (the buffer freed and its
  * registration gone since the key came) writes nothing, not its earlier pieces: every element's allocation is
  * proven and mapped before the first piece is issued. The mappings taken for it are given back. */
