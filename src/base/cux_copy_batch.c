@@ -159,7 +159,8 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
     unsigned c;
 
     if (cux_stream_queue_continues(sq, dst, src, allocs)) {
-        sq->batch_size[sq->batch_copies - 1] += length;
+        sq->batch_size[sq->batch_copies - 1] += length; /* goes with that copy, and fails with it */
+        sq->batch_open = 1;
         return;
     }
     if (sq->batch_copies >= sq->completion->max_batch) {
