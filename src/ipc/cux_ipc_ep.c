@@ -137,9 +137,13 @@ ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_
     return status;
 }
 
-ucs_status_t cux_ipc_ep_zcopy_mapped(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
-                                     uint64_t remote_addr, uct_rkey_t rkey, cux_ipc_region_t *region,
-                                     uct_completion_t *comp, int put)
+/* One zero-copy copy of length (> 0) bytes to (put) or from the peer's memory through region, the mapping of the
+ * key's allocation on the local side's device, its key and bounds already checked and room in flight known. Takes
+ * one reference of region, given back when the copy is done (or at once when it did not go). UCS_INPROGRESS (comp
+ * follows) or an error. Scatter-gather lists queue their copies themselves (cux_ipc_sgl.c). */
+static ucs_status_t cux_ipc_ep_zcopy_mapped(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local,
+                                           size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                                           cux_ipc_region_t *region, uct_completion_t *comp, int put)
 {
     cux_ipc_iface_t *iface              = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
     const cux_ipc_unpacked_rkey_t *ukey = (const cux_ipc_unpacked_rkey_t*)rkey;

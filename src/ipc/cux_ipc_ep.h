@@ -37,12 +37,4 @@ typedef struct cux_ipc_local {
 
 ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local);
 
-/* One zero-copy copy of length (> 0) bytes to (put) or from the peer's memory through region, the mapping of the
- * key's allocation on the local side's device, its key and bounds already checked and room in flight known: what
- * put_zcopy, get_zcopy and each piece of a scatter-gather list end in. Takes one reference of region, given back
- * when the copy is done (or at once when it did not go). UCS_INPROGRESS (comp follows) or an error. */
-ucs_status_t cux_ipc_ep_zcopy_mapped(uct_ep_h tl_ep, void *buffer, const cux_ipc_local_t *local, size_t length,
-                                     uint64_t remote_addr, uct_rkey_t rkey, cux_ipc_region_t *region,
-                                     uct_completion_t *comp, int put);
-
 #endif
