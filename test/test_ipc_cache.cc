@@ -438,3 +438,49 @@ TEST_F(ipc_cache, a_hundred_thousand_mappings_are_found_again_in_short_chains)
     EXPECT_EQ(m_cache.initial, m_cache.buckets);
     EXPECT_EQ(0, m_drv.mapped.load());
 }
+
+/* A scatter-gather list's runs: the hits under one lock, what the cache cannot serve at once left to
+ * cux_ipc_cache_get, and the releases together, the cache trimmed once at the end. */
+TEST_F(ipc_cache, a_batch_serves_only_ready_mappings_of_the_same_owner_and_allocation)
+{
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x1000, 1)));
+    cux_ipc_cache_put(&m_cache, get(key(1, 0x2000, 2)));
+    auto hit = key(1, 0x1000, 1), stale = key(1, 0x2000, 3), missing = key(1, 0x3000, 4);
+
+    cux_ipc_cache_batch_begin(&m_cache);
+    cux_ipc_region_t *r = cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 1);
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 2)) << "another owner's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 1, 1)) << "another device's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &stale, 0, 1)) << "another allocation's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &missing, 0, 1));
+    cux_ipc_cache_batch_end(&m_cache);
+    ASSERT_NE(nullptr, r);
+    EXPECT_EQ(1u, r->refcount);
+    EXPECT_EQ(2, m_drv.opens) << "a batch mapped something";
+    EXPECT_EQ(0ul, m_cache.stats.stale) << "a batch dropped a mapping";
+
+    /* in use: a bound of no mappings cannot unmap it until the batch releases it */
+    cux_ipc_cache_configure(&m_cache, 1, 0, SIZE_MAX, UCS_TIME_INFINITY);
+    EXPECT_EQ(1, m_drv.mapped);
+    cux_ipc_cache_batch_begin(&m_cache);
+    cux_ipc_cache_batch_put(&m_cache, r);
+    EXPECT_EQ(1, m_drv.mapped) << "trimmed before the batch's end";
+    cux_ipc_cache_batch_end(&m_cache);
+    EXPECT_EQ(0, m_drv.mapped);
+}
+
+TEST_F(ipc_cache, a_batch_releases_many_mappings_and_the_last_use_of_a_detached_one_unmaps_it)
+{
+    std::vector<cux_ipc_region_t*> regions;
+    for (int i = 0; i < 100; ++i) {
+        regions.push_back(get(key(1, 0x1000 * (i + 1), i)));
+    }
+    cux_ipc_cache_purge_pid(&m_cache, sample_key(7).pid_ns, 1); /* detached, in use */
+    EXPECT_EQ(100, m_drv.mapped);
+    cux_ipc_cache_batch_begin(&m_cache);
+    for (auto r : regions) {
+        cux_ipc_cache_batch_put(&m_cache, r);
+    }
+    cux_ipc_cache_batch_end(&m_cache);
+    EXPECT_EQ(0, m_drv.mapped);
+}

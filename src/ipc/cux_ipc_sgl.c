@@ -133,14 +133,11 @@ static ucs_status_t cux_ipc_sgl_runs_grow(cux_ipc_sgl_runs_t *runs)
     return UCS_OK;
 }
 
-/* A new run starting at element i: its local side, its mapping (reused from the previous run of the same key on
- * the same device) and its queue. */
-static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep, cux_ipc_sgl_runs_t *runs,
-                                        void *const *buffers, uct_mem_h const *memhs, uct_rkey_t const *rkeys,
-                                        size_t i, int put)
+/* A new run starting at element i: its local side and its queue (its mapping comes in cux_ipc_sgl_map). */
+static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_sgl_runs_t *runs, void *const *buffers,
+                                        uct_mem_h const *memhs, uct_rkey_t const *rkeys, size_t i)
 {
     const cux_ipc_unpacked_rkey_t *ukey = (const cux_ipc_unpacked_rkey_t*)rkeys[i];
-    const cux_ipc_sgl_run_t *prev;
     cux_ipc_sgl_run_t *r;
     cux_dev_res_t *res;
     ucs_status_t status;
@@ -148,11 +145,12 @@ static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep
     if ((runs->count == runs->capacity) && ((status = cux_ipc_sgl_runs_grow(runs)) != UCS_OK)) {
         return status;
     }
-    prev    = (runs->count > 0) ? &runs->run[runs->count - 1] : NULL; /* where the runs are after growing */
-    r       = &runs->run[runs->count];
-    r->rkey = rkeys[i];
-    r->memh = (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL;
-    status  = cux_ipc_ep_local(buffers[i], r->memh, &r->local);
+    r         = &runs->run[runs->count];
+    r->rkey   = rkeys[i];
+    r->memh   = (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL;
+    r->region = NULL;
+    r->owns   = 0;
+    status    = cux_ipc_ep_local(buffers[i], r->memh, &r->local);
     if (status != UCS_OK) {
         return status;
     }
@@ -162,31 +160,63 @@ static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep
     }
     /* one queue per peer device keeps copies to different GPUs apart */
     r->sq = &res->queues[(ukey->peer_device >= 0) ? ukey->peer_device : iface->super.num_devices];
-    if ((prev != NULL) && (prev->rkey == r->rkey) && (prev->local.device == r->local.device)) {
-        r->region = prev->region;
-        r->owns   = 0;
-    } else {
-        status = cux_ipc_import_get(ukey, r->local.device, &ep->peer, &r->region);
-        if (status != UCS_OK) {
-            return status;
-        }
-        r->owns = 1;
-    }
-    r->allocs.dst = put ? (uintptr_t)r->region->mapped : r->local.alloc;
-    r->allocs.src = put ? r->local.alloc : (uintptr_t)r->region->mapped;
     ++runs->count;
     return UCS_OK;
 }
 
+/* The mappings a list's runs hold go back together, under one lock of the cache. */
 static void cux_ipc_sgl_runs_put(const cux_ipc_sgl_run_t *run, size_t count)
 {
     size_t i;
 
+    cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
         if (run[i].owns) {
-            cux_ipc_import_put(run[i].region);
+            cux_ipc_import_batch_put(run[i].region);
         }
     }
+    cux_ipc_import_batch_end();
+}
+
+/* Whether run i maps what the run before it mapped (the same key on the same device): it shares that mapping. */
+static UCS_F_ALWAYS_INLINE int cux_ipc_sgl_run_shares(const cux_ipc_sgl_run_t *run, size_t i)
+{
+    return (i > 0) && (run[i - 1].rkey == run[i].rkey) && (run[i - 1].local.device == run[i].local.device);
+}
+
+/* Every run's remote mapping: those the cache holds under one lock of it, then the others proven and mapped one
+ * by one (a miss takes the peer's proof and the driver's import, outside the cache's lock). */
+static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, size_t count, int put)
+{
+    cux_ipc_sgl_run_t *r;
+    ucs_status_t status;
+    size_t i;
+
+    cux_ipc_import_batch_begin();
+    for (i = 0; i < count; ++i) {
+        if (!cux_ipc_sgl_run_shares(run, i)) {
+            run[i].region = cux_ipc_import_batch_get_held((const cux_ipc_unpacked_rkey_t*)run[i].rkey,
+                                                          run[i].local.device, &ep->peer);
+            run[i].owns   = (run[i].region != NULL);
+        }
+    }
+    cux_ipc_import_batch_end();
+
+    for (i = 0, r = run; i < count; ++i, ++r) {
+        if (cux_ipc_sgl_run_shares(run, i)) {
+            r->region = run[i - 1].region;
+        } else if (r->region == NULL) {
+            status = cux_ipc_import_get((const cux_ipc_unpacked_rkey_t*)r->rkey, r->local.device, &ep->peer,
+                                        &r->region);
+            if (status != UCS_OK) {
+                return status;
+            }
+            r->owns = 1;
+        }
+        r->allocs.dst = put ? (uintptr_t)r->region->mapped : r->local.alloc;
+        r->allocs.src = put ? r->local.alloc : (uintptr_t)r->region->mapped;
+    }
+    return UCS_OK;
 }
 
 /* Every run's local side and remote mapping (proven and mapped on a miss); on failure, what was taken is given
@@ -195,21 +225,23 @@ static ucs_status_t cux_ipc_sgl_lookup(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep,
                                        void *const *buffers, const size_t *lengths, uct_mem_h const *memhs,
                                        uct_rkey_t const *rkeys, const size_t *counts, size_t count, int put)
 {
-    ucs_status_t status;
+    ucs_status_t status = UCS_OK;
     size_t i;
 
-    for (i = 0; i < count; ++i) {
+    for (i = 0; (i < count) && (status == UCS_OK); ++i) {
         if ((cux_ipc_sgl_reps(counts, i) == 0) || (lengths[i] == 0) ||
             ((runs->count > 0) && cux_ipc_sgl_in_run(&runs->run[runs->count - 1], buffers, memhs, rkeys, i))) {
             continue;
         }
-        status = cux_ipc_sgl_run_add(iface, ep, runs, buffers, memhs, rkeys, i, put);
-        if (status != UCS_OK) {
-            cux_ipc_sgl_runs_put(runs->run, runs->count);
-            return status;
-        }
+        status = cux_ipc_sgl_run_add(iface, runs, buffers, memhs, rkeys, i);
     }
-    return UCS_OK;
+    if (status == UCS_OK) {
+        status = cux_ipc_sgl_map(ep, runs->run, runs->count, put);
+    }
+    if (status != UCS_OK) {
+        cux_ipc_sgl_runs_put(runs->run, runs->count); /* the runs that own a mapping: those that got one */
+    }
+    return status;
 }
 
 /* Each piece as a copy on its run's queue: the runs are met again in the order the lookups made them. */
@@ -258,15 +290,14 @@ static void cux_ipc_sgl_release(void *arg)
     ucs_free(hold);
 }
 
-/* What the list's descriptors release when done: the one mapping of a single run, else a hold of all runs. */
-static ucs_status_t cux_ipc_sgl_hold(cux_ipc_sgl_runs_t *runs, cux_completion_release_func_t *release_p,
-                                     void **arg_p)
+/* A list of more than one run keeps its runs in a hold until its last descriptor completes (*hold_p; NULL for a
+ * single run, whose descriptor gives back its one mapping). */
+static ucs_status_t cux_ipc_sgl_hold(cux_ipc_sgl_runs_t *runs, cux_ipc_sgl_hold_t **hold_p)
 {
     cux_ipc_sgl_hold_t *hold = runs->heap;
 
     if (runs->count == 1) {
-        *release_p = cux_ipc_sgl_release_one;
-        *arg_p     = runs->run[0].region;
+        *hold_p = NULL;
         return UCS_OK;
     }
     if (hold == NULL) {
@@ -279,8 +310,7 @@ static ucs_status_t cux_ipc_sgl_hold(cux_ipc_sgl_runs_t *runs, cux_completion_re
     }
     hold->count  = runs->count;
     hold->queues = 1; /* the list's own share, until its descriptors are all placed (cux_ipc_sgl_end) */
-    *release_p   = cux_ipc_sgl_release;
-    *arg_p       = hold;
+    *hold_p      = hold;
     return UCS_OK;
 }
 
@@ -316,9 +346,10 @@ static int cux_ipc_sgl_queue_seen(const cux_ipc_sgl_run_t *run, size_t i, cux_st
  * first error of those that could not be tracked (their copies were waited for, and their share released). A hold
  * starts with one share of the list's own, given back here once every descriptor is placed. */
 static unsigned cux_ipc_sgl_end(const cux_ipc_sgl_run_t *run, size_t count, uct_completion_t *comp,
-                                cux_completion_release_func_t release, void *arg, ucs_status_t *status_p)
+                                cux_ipc_sgl_hold_t *hold, ucs_status_t *status_p)
 {
-    cux_ipc_sgl_hold_t *hold = (release == cux_ipc_sgl_release) ? arg : NULL;
+    cux_completion_release_func_t release = (hold != NULL) ? cux_ipc_sgl_release : cux_ipc_sgl_release_one;
+    void *arg                             = (hold != NULL) ? (void*)hold : (void*)run[0].region;
     cux_stream_queue_t *seen[CUX_IPC_SGL_QUEUES_SEEN];
     unsigned inflight = 0, num_seen = 0;
     ucs_status_t status;
@@ -362,11 +393,10 @@ ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_
     cux_ipc_iface_t *iface       = ucs_derived_of(tl_ep->iface, cux_ipc_iface_t);
     cux_completion_t *completion = &iface->super.completion;
     cux_ipc_sgl_runs_t runs;
-    cux_completion_release_func_t release;
+    cux_ipc_sgl_hold_t *hold;
     unsigned inflight;
     ucs_status_t status;
     size_t pieces;
-    void *arg;
 
     CUX_PROF_START(t0);
     pieces = cux_ipc_sgl_pieces(ep, lengths, remote_addrs, rkeys, counts, strides, count, &status);
@@ -389,7 +419,7 @@ ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_
     runs.count    = 0;
     runs.capacity = CUX_IPC_SGL_ON_STACK;
     status        = cux_ipc_sgl_lookup(iface, ep, &runs, buffers, lengths, memhs, rkeys, counts, count, put);
-    if ((status == UCS_OK) && ((status = cux_ipc_sgl_hold(&runs, &release, &arg)) != UCS_OK)) {
+    if ((status == UCS_OK) && ((status = cux_ipc_sgl_hold(&runs, &hold)) != UCS_OK)) {
         cux_ipc_sgl_runs_put(runs.run, runs.count);
     }
     if (status != UCS_OK) {
@@ -405,7 +435,7 @@ ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_
     CUX_PROF_START(t3);
     /* the runs are read from the list's hold (or the stack) until the last descriptor is there: a descriptor
      * completes no earlier than the next progress */
-    inflight = cux_ipc_sgl_end(runs.run, runs.count, comp, release, arg, &status);
+    inflight = cux_ipc_sgl_end(runs.run, runs.count, comp, hold, &status);
     CUX_PROF_END(CUX_PROF_SGL_END, t3, inflight);
     if (inflight == 0) {
         return status;

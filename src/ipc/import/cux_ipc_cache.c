@@ -270,6 +270,31 @@ static ucs_status_t cux_ipc_cache_map_unlocked(cux_ipc_cache_t *cache, const cux
     return status;
 }
 
+/* The mapping of a place for owner, whatever its state (being mapped, or of another allocation). */
+static cux_ipc_region_t *cux_ipc_cache_find(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                                            uint64_t owner)
+{
+    cux_ipc_region_t *region;
+
+    for (region = *cux_ipc_cache_chain(cache, rkey, device); region != NULL; region = region->next) {
+        /* another owner's mapping of that place is never this one's, and stays (an impostor's evicts nothing) */
+        if ((region->key.pid == rkey->pid) && (region->key.pid_ns == rkey->pid_ns) && (region->device == device) &&
+            (region->key.base == rkey->base) && (region->owner == owner)) {
+            return region;
+        }
+    }
+    return NULL;
+}
+
+/* One more operation uses a mapping found ready: off the LRU list if it was unused. */
+static UCS_F_ALWAYS_INLINE void cux_ipc_cache_take(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    ++cache->stats.hits;
+    if (region->refcount++ == 0) {
+        ucs_list_del(&region->lru);
+    }
+}
+
 ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
                                uint64_t owner, cux_ipc_region_t **region_p)
 {
@@ -281,14 +306,7 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
     cux_ipc_cache_expire(cache);
 
 lookup: /* the chain is found again after each wait: the table may have grown meanwhile */
-    for (region = *cux_ipc_cache_chain(cache, rkey, device); region != NULL; region = region->next) {
-        /* another owner's mapping of that place is never this one's, and stays (an impostor's evicts nothing) */
-        if ((region->key.pid == rkey->pid) && (region->key.pid_ns == rkey->pid_ns) && (region->device == device) &&
-            (region->key.base == rkey->base) && (region->owner == owner)) {
-            break;
-        }
-    }
-
+    region = cux_ipc_cache_find(cache, rkey, device, owner);
     if ((region != NULL) && region->mapping) {
         /* another thread maps this place: wait for it, then look again (it may have failed, or be another key) */
         pthread_cond_wait(&cache->mapped, &cache->lock);
@@ -297,10 +315,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
     if (region != NULL) {
         /* a key of another allocation at that address is not served this mapping */
         if (cux_ipc_rkey_same_allocation(&region->key, rkey)) {
-            ++cache->stats.hits;
-            if (region->refcount++ == 0) {
-                ucs_list_del(&region->lru);
-            }
+            cux_ipc_cache_take(cache, region);
             *region_p = region;
             pthread_mutex_unlock(&cache->lock);
             return UCS_OK;
@@ -353,22 +368,59 @@ void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsign
     pthread_mutex_unlock(&cache->lock);
 }
 
+/* An operation is done with a mapping (the lock held; the caller trims): unused from now on, the last use of a
+ * detached one unmaps it, and without caching an unused one goes at once. */
+static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *region, ucs_time_t now)
+{
+    ucs_assert(region->refcount > 0);
+    if (--region->refcount > 0) {
+        return;
+    }
+    if (region->detached) {
+        cux_ipc_region_unmap(cache, region);
+        return;
+    }
+    region->unused_since = now;
+    ucs_list_add_tail(&cache->lru, &region->lru);
+    if (!cache->enabled) {
+        cux_ipc_cache_detach(cache, region);
+    }
+}
+
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
     pthread_mutex_lock(&cache->lock);
-    ucs_assert(region->refcount > 0);
-    if (--region->refcount == 0) {
-        if (region->detached) {
-            cux_ipc_region_unmap(cache, region);
-        } else {
-            region->unused_since = ucs_get_time();
-            ucs_list_add_tail(&cache->lru, &region->lru);
-            if (!cache->enabled) {
-                cux_ipc_cache_detach(cache, region);
-            } else {
-                cux_ipc_cache_trim(cache);
-            }
-        }
+    cux_ipc_cache_release(cache, region, ucs_get_time());
+    cux_ipc_cache_trim(cache);
+    pthread_mutex_unlock(&cache->lock);
+}
+
+void cux_ipc_cache_batch_begin(cux_ipc_cache_t *cache)
+{
+    pthread_mutex_lock(&cache->lock);
+    cux_ipc_cache_expire(cache);
+    cache->batch_time = ucs_get_time();
+}
+
+cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                                          uint64_t owner)
+{
+    cux_ipc_region_t *region = cux_ipc_cache_find(cache, rkey, device, owner);
+
+    if ((region == NULL) || region->mapping || !cux_ipc_rkey_same_allocation(&region->key, rkey)) {
+        return NULL; /* cux_ipc_cache_get maps it, waits for it, or replaces a stale one */
     }
+    cux_ipc_cache_take(cache, region);
+    return region;
+}
+
+void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
+{
+    cux_ipc_cache_release(cache, region, cache->batch_time);
+}
+
+void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache)
+{
+    cux_ipc_cache_trim(cache);
     pthread_mutex_unlock(&cache->lock);
 }

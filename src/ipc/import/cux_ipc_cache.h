@@ -67,6 +67,7 @@ typedef struct cux_ipc_cache {
     unsigned long             max_regions;
     size_t                    max_size;
     ucs_time_t                max_idle;     /* UCS_TIME_INFINITY: unused mappings stay */
+    ucs_time_t                batch_time;   /* when the batch holding the lock began (its releases' time) */
     unsigned long             num_regions;  /* mappings in the cache, used or not */
     size_t                    total_size;
     ucs_list_link_t           lru;          /* unused mappings, least recently used first */
@@ -104,5 +105,18 @@ ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rke
 void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsigned count);
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
+
+/*
+ * Many lookups or releases under one lock (a scatter-gather list's runs, one allocation per block): between
+ * cux_ipc_cache_batch_begin and cux_ipc_cache_batch_end the caller holds the cache's lock and calls nothing else
+ * of the cache. batch_hit holds a mapping the cache has ready for owner and a key of the same allocation, else
+ * returns NULL without waiting or mapping (a miss, a place being mapped, a stale mapping: cux_ipc_cache_get
+ * serves those after the batch). batch_put is cux_ipc_cache_put's release; the batch's end trims the cache.
+ */
+void cux_ipc_cache_batch_begin(cux_ipc_cache_t *cache);
+cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
+                                          uint64_t owner);
+void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
+void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache);
 
 #endif

@@ -80,6 +80,27 @@ void cux_ipc_import_put(cux_ipc_region_t *region)
     cux_ipc_cache_put(&cux_ipc_cache, region);
 }
 
+void cux_ipc_import_batch_begin(void)
+{
+    cux_ipc_cache_batch_begin(&cux_ipc_cache);
+}
+
+cux_ipc_region_t *cux_ipc_import_batch_get_held(const cux_ipc_unpacked_rkey_t *ukey, int device,
+                                                const cux_ipc_peer_t *peer)
+{
+    return cux_ipc_cache_batch_hit(&cux_ipc_cache, &ukey->key, device, peer->owner);
+}
+
+void cux_ipc_import_batch_put(cux_ipc_region_t *region)
+{
+    cux_ipc_cache_batch_put(&cux_ipc_cache, region);
+}
+
+void cux_ipc_import_batch_end(void)
+{
+    cux_ipc_cache_batch_end(&cux_ipc_cache);
+}
+
 void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer)
 {
     cux_ipc_cache_purge_owner(&cux_ipc_cache, peer->pid_ns, peer->pid, peer->owner);

@@ -56,6 +56,15 @@ ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device,
 void cux_ipc_import_hold(cux_ipc_region_t *region, unsigned count);
 void cux_ipc_import_put(cux_ipc_region_t *region);
 
+/* The same for many mappings under one lock of the cache (cux_ipc_cache_batch_begin): between begin and end, only
+ * these. get_held returns the mapping the cache holds ready for the key on device (proven for this peer), else NULL:
+ * cux_ipc_import_get then proves and maps it, after the batch. */
+void cux_ipc_import_batch_begin(void);
+cux_ipc_region_t *cux_ipc_import_batch_get_held(const cux_ipc_unpacked_rkey_t *ukey, int device,
+                                                const cux_ipc_peer_t *peer);
+void cux_ipc_import_batch_put(cux_ipc_region_t *region);
+void cux_ipc_import_batch_end(void);
+
 /* A peer is gone, or what was proven for it serves no one else (its connection closes): give back the GPU memory
  * its mappings hold (those in use go at their last release). Mappings proven for another owner stay. */
 void cux_ipc_import_forget_peer(const cux_ipc_peer_t *peer);
