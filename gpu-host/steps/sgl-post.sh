@@ -18,7 +18,9 @@
 #   large    the same with 100,000 blocks, one allocation;
 #   large-many  100,000 blocks, one allocation per block;
 #   single   one ucp_put_nbx / ucp_get_nbx per block (no list), 1,000 and 10,000 blocks: the path a list does not
-#            take, which the change also touches.
+#            take, which the change also touches;
+#   lone     lists of one or two blocks of 64 KB-4 MB, 200 transfers each (a lone large descriptor: the profile
+#            says how much of its posting is ours); lone-single: the same blocks put one by one.
 # Writes $OUT/sgl-post/GROUP/ (blocks_compare's files, and profile.txt: the profiled module's CUXPROF lines).
 set -u
 out=${OUT:-/tmp/cux-out}/sgl-post
@@ -67,6 +69,8 @@ group_args() {
     large) echo "-G -s 16k,64k -k 100000 -l one -o put -r 3 -f 0 -M 8g" ;;
     large-many) echo "-G -s 16k,64k -k 100000 -l many -o put -r 3 -f 0 -M 8g" ;;
     single) echo "-s 16k,64k -k 1000,10000 -l one,many -o put,get -r 5 -f 0 -M 4g" ;;
+    lone) echo "-G -s 64k,256k,1m,4m -k 1,2 -l one -o put -r 200 -f 0 -M 1g" ;;
+    lone-single) echo "-s 64k,256k,1m,4m -k 1,2 -l one -o put -r 200 -f 0 -M 1g" ;;
     *) return 1 ;;
     esac
 }
