@@ -29,9 +29,10 @@
 #   ucp-blocks   the kv stage's shape through UCP alone (bench/cux_blocks, no NIXL): the posting cost per block
 #           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
-# CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"), CUX_NIXL_OPS their operations
-# (nixl_compare.py --ops: default WRITE and READ), CUX_NIXL_KV_BLOCKS the blocks per
-# transfer of the kv stage (default "1024 16384"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
+# CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"; "lone": 64 KB-4 MB with one or two
+# descriptors, 1,000 iterations), CUX_NIXL_OPS their operations (nixl_compare.py --ops: default WRITE and READ),
+# CUX_NIXL_KV_BLOCKS the blocks per transfer of the kv stage (default "1024 16384") and CUX_NIXL_KV_OPS its
+# operations (default "write read"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
 # and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
 set -u
 . "$(dirname "$0")/../lib.sh" # top, say, failed, the shared set-up
@@ -150,6 +151,11 @@ if has sweep && sweep_has large; then
         --max_batch_size 64 --num_iter 64 --warmup_iter 8 --large_blk_iter_ftr 4" \
         --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
 fi
+if has sweep && sweep_has lone; then
+    # one or two descriptors of 64 KB-4 MB per transfer, many iterations: the cells a lone large descriptor decides
+    compare sweep-lone "$vram --start_block_size 65536 --max_block_size 4194304 --start_batch_size 1 \
+        --max_batch_size 2 --num_iter 1000 --warmup_iter 100" --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
+fi
 if has sweep && sweep_has kv-shape; then
     compare kv-shape "$vram --start_block_size 46080 --max_block_size 46080 --start_batch_size 1024 \
         --max_batch_size 4096 --num_iter 100 --warmup_iter 10"
@@ -167,7 +173,7 @@ if has kv; then
     cases=()
     for k in ${CUX_NIXL_KV_BLOCKS:-1024 16384}; do
         for layout in many one; do
-            for op in write read; do cases+=(--case "-s 45k -k $k -l $layout -o $op -i 20 -w 3"); done
+            for op in ${CUX_NIXL_KV_OPS:-write read}; do cases+=(--case "-s 45k -k $k -l $layout -o $op -i 20 -w 3"); done
         done
     done
     kv_compare kv "${cases[@]}"
