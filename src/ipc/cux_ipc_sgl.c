@@ -5,7 +5,8 @@
  * (cux_copy_batch_add_copy), and one descriptor behind its last copy on each queue it used completes it, so a
  * list of adjacent KV-cache blocks costs one copy and one event, and a list of scattered ones one kernel launch per
  * 128 copies. Elements that share a local allocation (or memory handle) and a remote key form a run, looked up once:
- * the local side, the remote mapping (proven on a miss) and the device queue.
+ * the local side, the device queue and the remote mapping (the cache's hits for all runs under one lock of it, then
+ * the misses proven and mapped; given back together, under one lock, when the list is done).
  * The whole list is checked and every run's remote allocation proven and mapped before anything is queued (keys,
  * bounds, room in flight, the peer still holding each key), so a refused list has written nothing; a driver
  * failure after some copies went out is reported through the completion. The list itself is compiled for every
@@ -21,6 +22,10 @@
 #include <ucs/debug/memtrack_int.h>
 #include <inttypes.h>
 #include <string.h>
+
+/* How many runs (or elements) ahead a pass asks the CPU for the memory it will read: with one allocation per block
+ * every run reads its own key, handle and mapping, each a wait for memory if asked for only when needed. */
+#define CUX_IPC_SGL_AHEAD 8
 
 /* How many times element i goes: counts may be NULL (once each). */
 static UCS_F_ALWAYS_INLINE size_t cux_ipc_sgl_reps(const size_t *counts, size_t i)
@@ -39,6 +44,9 @@ static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const 
     const cux_ipc_rkey_t *key;
 
     for (i = 0; i < count; ++i) {
+        if (i + CUX_IPC_SGL_AHEAD < count) {
+            __builtin_prefetch((const void*)rkeys[i + CUX_IPC_SGL_AHEAD]);
+        }
         reps = cux_ipc_sgl_reps(counts, i);
         if ((reps > 1) && (strides == NULL)) {
             ucs_error("cuda_ipc: scatter-gather element %zu repeats %zu times without a stride", i, reps);
@@ -76,6 +84,7 @@ typedef struct {
     uct_mem_h          memh;    /* the elements' handle; UCT_MEM_HANDLE_NULL: the local side was asked */
     cux_ipc_local_t    local;
     cux_ipc_region_t   *region; /* the remote allocation's mapping on local.device */
+    uint64_t           remote_delta; /* its local address minus the remote allocation's base */
     int                owns;    /* this run holds a reference of region (else an earlier run of the same key) */
     cux_stream_queue_t *sq;     /* the local device's queue for the peer's device */
     cux_copy_allocs_t  allocs;  /* of its copies: destination, source */
@@ -89,6 +98,7 @@ typedef struct {
 } cux_ipc_sgl_hold_t;
 
 #define CUX_IPC_SGL_ON_STACK 16
+
 
 /* The runs of a list being built: on the stack while few, else in a hold of the heap. */
 typedef struct {
@@ -171,6 +181,9 @@ static void cux_ipc_sgl_runs_put(const cux_ipc_sgl_run_t *run, size_t count)
 
     cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
+        if (i + CUX_IPC_SGL_AHEAD < count) {
+            __builtin_prefetch(run[i + CUX_IPC_SGL_AHEAD].region);
+        }
         if (run[i].owns) {
             cux_ipc_import_batch_put(run[i].region);
         }
@@ -194,6 +207,14 @@ static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, si
 
     cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
+        if (i + 2 * CUX_IPC_SGL_AHEAD < count) {
+            r = &run[i + 2 * CUX_IPC_SGL_AHEAD];
+            cux_ipc_import_batch_prefetch((const cux_ipc_unpacked_rkey_t*)r->rkey, r->local.device, 0);
+        }
+        if (i + CUX_IPC_SGL_AHEAD < count) {
+            r = &run[i + CUX_IPC_SGL_AHEAD];
+            cux_ipc_import_batch_prefetch((const cux_ipc_unpacked_rkey_t*)r->rkey, r->local.device, 1);
+        }
         if (!cux_ipc_sgl_run_shares(run, i)) {
             run[i].region = cux_ipc_import_batch_get_held((const cux_ipc_unpacked_rkey_t*)run[i].rkey,
                                                           run[i].local.device, &ep->peer);
@@ -213,8 +234,9 @@ static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, si
             }
             r->owns = 1;
         }
-        r->allocs.dst = put ? (uintptr_t)r->region->mapped : r->local.alloc;
-        r->allocs.src = put ? r->local.alloc : (uintptr_t)r->region->mapped;
+        r->remote_delta = (uintptr_t)r->region->mapped - ((const cux_ipc_unpacked_rkey_t*)r->rkey)->key.base;
+        r->allocs.dst   = put ? (uintptr_t)r->region->mapped : r->local.alloc;
+        r->allocs.src   = put ? r->local.alloc : (uintptr_t)r->region->mapped;
     }
     return UCS_OK;
 }
@@ -229,6 +251,12 @@ static ucs_status_t cux_ipc_sgl_lookup(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep,
     size_t i;
 
     for (i = 0; (i < count) && (status == UCS_OK); ++i) {
+        if (i + CUX_IPC_SGL_AHEAD < count) {
+            __builtin_prefetch((const void*)rkeys[i + CUX_IPC_SGL_AHEAD]);
+            if (memhs != NULL) {
+                __builtin_prefetch(memhs[i + CUX_IPC_SGL_AHEAD]);
+            }
+        }
         if ((cux_ipc_sgl_reps(counts, i) == 0) || (lengths[i] == 0) ||
             ((runs->count > 0) && cux_ipc_sgl_in_run(&runs->run[runs->count - 1], buffers, memhs, rkeys, i))) {
             continue;
@@ -263,8 +291,7 @@ static void cux_ipc_sgl_queue(const cux_ipc_sgl_runs_t *runs, void *const *buffe
         }
         stride = (strides != NULL) ? strides[i] : 0;
         local  = (CUdeviceptr)(uintptr_t)buffers[i];
-        remote = (CUdeviceptr)(uintptr_t)r->region->mapped +
-                 (remote_addrs[i] - ((const cux_ipc_unpacked_rkey_t*)rkeys[i])->key.base);
+        remote = (CUdeviceptr)(remote_addrs[i] + r->remote_delta);
         for (rep = 0, offset = 0; rep < reps; ++rep, offset += stride) {
             cux_copy_batch_add_copy(r->sq, (put ? remote : local) + offset, (put ? local : remote) + offset,
                                     lengths[i], &r->allocs);

@@ -414,6 +414,21 @@ cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_
     return region;
 }
 
+void cux_ipc_cache_batch_prefetch_chain(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device)
+{
+    __builtin_prefetch(cux_ipc_cache_chain(cache, rkey, device));
+}
+
+void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device)
+{
+    cux_ipc_region_t *region = *cux_ipc_cache_chain(cache, rkey, device);
+
+    if (region != NULL) {
+        __builtin_prefetch(region);
+        __builtin_prefetch(&region->refcount);
+    }
+}
+
 void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
     cux_ipc_cache_release(cache, region, cache->batch_time);

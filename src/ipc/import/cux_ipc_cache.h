@@ -119,4 +119,9 @@ cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_
 void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
 void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache);
 
+/* Hints for a batch's later lookups (one allocation per block: each lookup would wait for memory twice): the
+ * hash chain's head of a place, then, once that is in the CPU's cache, its first mapping. */
+void cux_ipc_cache_batch_prefetch_chain(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device);
+void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device);
+
 #endif

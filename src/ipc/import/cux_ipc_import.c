@@ -96,6 +96,15 @@ void cux_ipc_import_batch_put(cux_ipc_region_t *region)
     cux_ipc_cache_batch_put(&cux_ipc_cache, region);
 }
 
+void cux_ipc_import_batch_prefetch(const cux_ipc_unpacked_rkey_t *ukey, int device, int stage)
+{
+    if (stage == 0) {
+        cux_ipc_cache_batch_prefetch_chain(&cux_ipc_cache, &ukey->key, device);
+    } else {
+        cux_ipc_cache_batch_prefetch_region(&cux_ipc_cache, &ukey->key, device);
+    }
+}
+
 void cux_ipc_import_batch_end(void)
 {
     cux_ipc_cache_batch_end(&cux_ipc_cache);

@@ -64,6 +64,8 @@ cux_ipc_region_t *cux_ipc_import_batch_get_held(const cux_ipc_unpacked_rkey_t *u
                                                 const cux_ipc_peer_t *peer);
 void cux_ipc_import_batch_put(cux_ipc_region_t *region);
 void cux_ipc_import_batch_end(void);
+/* Where get_held will look for the key on device, asked ahead: stage 0 the table's slot, 1 the mapping in it. */
+void cux_ipc_import_batch_prefetch(const cux_ipc_unpacked_rkey_t *ukey, int device, int stage);
 
 /* A peer is gone, or what was proven for it serves no one else (its connection closes): give back the GPU memory
  * its mappings hold (those in use go at their last release). Mappings proven for another owner stay. */
