@@ -99,7 +99,6 @@ typedef struct {
 
 #define CUX_IPC_SGL_ON_STACK 16
 
-
 /* The runs of a list being built: on the stack while few, else in a hold of the heap. */
 typedef struct {
     cux_ipc_sgl_run_t  stack[CUX_IPC_SGL_ON_STACK];
