@@ -473,9 +473,9 @@ TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_erro
     long events = mock_live("events");
     /* GPU memory on both sides goes as one kernel launch, host memory as a batch for the copy engines; adjacent
      * blocks merge into one copy */
-    for (const char *fail : {"cuLaunchKernel", "cuMemcpyBatchAsync", "cuMemcpyAsync"}) {
+    for (const char *fail : {"cuLaunchKernel", "cuMemcpyBatchAsync", "cuMemcpyDtoDAsync"}) {
         SCOPED_TRACE(fail);
-        bool merged = !strcmp(fail, "cuMemcpyAsync");
+        bool merged = !strcmp(fail, "cuMemcpyDtoDAsync");
         buffer &from = !strcmp(fail, "cuMemcpyBatchAsync") ? host : local;
         counting_completion comp(n);
         setenv("MOCK_CUDA_FAIL", fail, 1);

@@ -46,7 +46,7 @@ static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstre
                                 &attr_index, 1, stream);
     }
     for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
-        status = CUX_DRV_CALL_ERR(cuMemcpyAsync, sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], stream);
+        status = cux_copy_async(sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], &sq->batch_allocs[i], stream);
     }
     return status;
 }

@@ -31,6 +31,18 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
 ucs_status_t cux_copy_batch_end_op(cux_stream_queue_t *sq, uct_completion_t *comp,
                                    cux_completion_release_func_t release, void *release_arg);
 
+/* One copy for the copy engines on stream (the caller's context current): between two known device allocations
+ * as a device-to-device copy, as UCX's module issues it (the driver need not work out what either pointer is),
+ * else through unified addressing (host memory on one side). allocs may be NULL. */
+static inline ucs_status_t cux_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t length,
+                                          const cux_copy_allocs_t *allocs, CUstream stream)
+{
+    if ((allocs != NULL) && (allocs->dst != 0) && (allocs->src != 0)) {
+        return CUX_DRV_CALL_ERR(cuMemcpyDtoDAsync, dst, src, length, stream);
+    }
+    return CUX_DRV_CALL_ERR(cuMemcpyAsync, dst, src, length, stream);
+}
+
 /* Whether sq holds accepted copies or operations not yet issued. */
 static inline int cux_copy_batch_waiting(const cux_stream_queue_t *sq)
 {

@@ -98,8 +98,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_dev_copy(cux_dev_res_t *res, unsigne
         goto out;
     }
 
-    status = CUX_DRV_CALL_ERR(cuMemcpyAsync, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length,
-                              stream);
+    status = cux_copy_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length, allocs, stream);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_error("copy of %zu bytes %p -> %p failed", length, src, dst);
         goto out;

@@ -260,6 +260,7 @@ CUX_CUDA_ENTRY_POINTS(CUX_CUDA_PROTOTYPE)
 #define cuEventDestroy            cuEventDestroy_v2
 #define cuMemcpyHtoD              cuMemcpyHtoD_v2
 #define cuMemcpyDtoH              cuMemcpyDtoH_v2
+#define cuMemcpyDtoDAsync         cuMemcpyDtoDAsync_v2
 #define cuMemcpyBatchAsync        cuMemcpyBatchAsync_v2
 #define cuMemAlloc                cuMemAlloc_v2
 #define cuMemAllocPitch           cuMemAllocPitch_v2

@@ -65,6 +65,8 @@
        unsigned int shared_bytes, CUstream stream, void **params, void **extra)) \
     _f(cuMemcpy, 4000, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t size)) \
     _f(cuMemcpyAsync, 4000, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t size, CUstream stream)) \
+    _f(cuMemcpyDtoDAsync, 3020, cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t size, \
+       CUstream stream)) \
     _f(cuMemcpyHtoD, 3020, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t size)) \
     _f(cuMemcpyDtoH, 3020, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t size)) \
     _f(cuMemcpyBatchAsync, 13000, cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, \

@@ -53,6 +53,7 @@
     _f(cuEventQuery, 2000) \
     _f(cuLaunchHostFunc, 10000) \
     _f(cuMemcpyAsync, 4000) \
+    _f(cuMemcpyDtoDAsync, 3020) \
     _f(cuMemAlloc, 3020) \
     _f(cuMemGetAddressRange, 3020) \
     _f(cuMemAllocManaged, 6000) \

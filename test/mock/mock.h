@@ -203,6 +203,7 @@ CUresult m_cuEventRecord(CUevent e, CUstream s);
 CUresult m_cuEventQuery(CUevent e);
 CUresult m_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg);
 CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
+CUresult m_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t num_attrs, CUstream s);
 /* mock_ipc.c */
 CUresult m_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr p);

@@ -22,8 +22,8 @@
  * MOCK_CUDA_MODE=nosetflags hides cuCtxSetFlags (a 12.0 driver). MOCK_CUDA_EVENT_ERROR makes every
  * cuEventQuery fail with CUDA_ERROR_ILLEGAL_ADDRESS.
  *
- * Asynchronous copies: with MOCK_CUDA_ASYNC=1 a copy on a stream (cuMemcpyAsync, cuMemcpyBatchAsync) is only
- * queued; it is done when an event recorded after it completes, or at cuStreamSynchronize, cuStreamQuery,
+ * Asynchronous copies: with MOCK_CUDA_ASYNC=1 a copy on a stream (cuMemcpyAsync, cuMemcpyDtoDAsync,
+ * cuMemcpyBatchAsync) is only queued; it is done when an event recorded after it completes, or at cuStreamSynchronize, cuStreamQuery,
  * cuCtxSynchronize, cuLaunchHostFunc or cuStreamDestroy. A queued copy whose memory was freed or unmapped before
  * it ran fails its stream with CUDA_ERROR_ILLEGAL_ADDRESS instead of writing.
  *

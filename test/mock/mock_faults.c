@@ -6,9 +6,10 @@
 
 /*
  * Fault injection: MOCK_CUDA_FAIL="NAME[:AFTER[:COUNT]]" makes entry point NAME (cuDevicePrimaryCtxRetain,
- * cuMemAlloc, cuStreamCreate, cuEventCreate, cuMemcpyAsync, cuMemcpyBatchAsync, cuIpcOpenMemHandle) fail after
- * AFTER more successful calls (default 0), COUNT times (default: every call). Read at each call, so a test can set and unset it between
- * operations; the calls are counted from the first one that sees the current value.
+ * cuMemAlloc, cuStreamCreate, cuEventCreate, cuMemcpyAsync, cuMemcpyDtoDAsync, cuMemcpyBatchAsync,
+ * cuIpcOpenMemHandle) fail after AFTER more successful calls (default 0), COUNT times (default: every call). Read at
+ * each call, so a test can set and unset it between operations; the calls are counted from the first one that sees
+ * the current value.
  */
 CUresult mock_injected(const char *name, CUresult error)
 {

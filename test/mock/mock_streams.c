@@ -216,6 +216,28 @@ CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
     return mock_stream_copy(s, dst, src, n);
 }
 
+/* Like the driver: both ends must be device memory (an allocation, a mapping or an import; not host memory, pinned
+ * or not). */
+static int mock_is_device_memory(CUdeviceptr p, size_t n)
+{
+    mock_where_t where = mock_where(p, n);
+
+    return where.known && !where.host_pinned;
+}
+
+CUresult m_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    CUresult res = mock_injected("cuMemcpyDtoDAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
+
+    if (res != CUDA_SUCCESS) {
+        return res;
+    }
+    if (!mock_is_device_memory(dst, n) || !mock_is_device_memory(src, n)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return m_cuMemcpyAsync(dst, src, n, s);
+}
+
 CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                      CUmemcpyAttributes *attrs, size_t *attr_idxs, size_t num_attrs, CUstream s)
 {
