@@ -6,7 +6,9 @@ As nixl_compare.py does for nixlbench: each module file is put in turn into the 
 interleaved, and the report gives median (min-max) per case and module and the ratio of the medians. A case is
 one cux_nixl_kv argument string (size, blocks, layout, operation); a run counts only when both processes exit 0
 and the initiator's RESULT line says data=ok (two transfers of their own generation checked block by block).
-With --faults, each module also runs the fault cases (-f kill, -f release) once per repeat.
+With --faults, each module also runs the fault cases (-f kill, -f release) once per repeat. With more than two
+modules the report also gives every module's cells beside the first's; --from-raw rebuilds the report from
+DIR/raw (runs read back count as exit 0: a run that failed left no data=ok RESULT line).
 
   nixl_kv_compare.py --prefix UCX --nixl NIXL --kv cux_nixl_kv --module ucx=A.so --module ours=B.so \
       --case "-s 45k -k 1024 -l many -o write" --repeats 3 --out DIR
@@ -67,22 +69,33 @@ def main():
     ap.add_argument("--target-wrap", default="")
     ap.add_argument("--title", default="cux_nixl_kv")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--from-raw", action="store_true", help="read DIR/raw instead of running")
     args = ap.parse_args()
 
     modules, module_env, moddir, env = setup(args)
+    if args.from_raw:
+        env.update(date="(from %s)" % os.path.join(args.out, "raw"), driver="(as run)", cuda="(as run)",
+                   gpu="(as run)")
     results, failed, faults = {}, [], []
     for rep in range(args.repeats):
         order = modules if rep % 2 == 0 else list(reversed(modules))
         for mname, mpath in order:
-            install_module(mpath, moddir)
+            if not args.from_raw:
+                install_module(mpath, moddir)
             jobs = [(c, None) for c in args.case]
             if args.faults:
                 jobs += [(args.faults, "kill"), (args.faults, "release")]
             for n, (case, fault) in enumerate(jobs):
-                rc, text = run(args, case, module_env.get(mname, {}), fault)
-                with open(os.path.join(args.out, "raw", "%s-%d-%d%s.txt" % (mname, rep, n, "-" + fault if fault
-                                                                          else "")), "w") as f:
-                    f.write(text)
+                raw = os.path.join(args.out, "raw", "%s-%d-%d%s.txt" % (mname, rep, n, "-" + fault if fault else ""))
+                if args.from_raw:
+                    if not os.path.exists(raw):
+                        failed.append("%s repeat %d `%s`: not done" % (mname, rep, case))
+                        continue
+                    rc, text = 0, open(raw).read()
+                else:
+                    rc, text = run(args, case, module_env.get(mname, {}), fault)
+                    with open(raw, "w") as f:
+                        f.write(text)
                 res = result(text)
                 ok = rc == 0 and res is not None and res.get("data") == "ok"
                 print("%s repeat %d %s%s: exit %d%s" % (mname, rep, case, " fault " + fault if fault else "", rc,
@@ -118,6 +131,21 @@ def main():
             fmt(a.get("post_us_per_desc", []), 3), fmt(b.get("post_us_per_desc", []), 3),
             fmt(a.get("prep_us", []), 0), fmt(b.get("prep_us", []), 0),
             fmt(a.get("reg_us", []), 0), fmt(b.get("reg_us", []), 0)))
+    if len(modules) > 2:
+        out += ["", "Every module: GB/s median (min-max), ratio of GB/s medians to %s, post us/desc median." % ref, "",
+                "| case | %s |" % " | ".join(m for m, _ in modules), "|---|%s" % ("---|" * len(modules))]
+        for case in args.case:
+            a = results.get((case, ref), {})
+            cells = []
+            for m, _ in modules:
+                c = results.get((case, m), {})
+                if not c:
+                    cells.append("n/a")
+                    continue
+                ratio = statistics.median(c["gbps"]) / statistics.median(a["gbps"]) if a else None
+                cells.append("%s %s, post %s" % (fmt(c["gbps"]), "%.2fx" % ratio if ratio else "",
+                                                 "%.3f" % statistics.median(c["post_us_per_desc"])))
+            out.append("| `%s` | %s |" % (case, " | ".join(cells)))
     if faults:
         out += ["", "Faults (`%s`):" % args.faults, ""]
         for mname, rep, fault, rc, res in faults:

@@ -65,17 +65,21 @@ if has build; then
             gh_reference_ucx "$work/$ucx_name" "$prefix" "$logs/ucx-build.log" || { failed "$ucx_name build"; finish; }
     fi
     say "$(grep -h '^reference UCX' "$logs/ucx-build.log" 2>/dev/null || echo "UCX in $prefix (built earlier)")"
-    if [ ! -f "$ours" ]; then
+    # ours is built against this UCX: a build a call for another UCX left on the machine does not load here
+    if [ ! -f "$ours" ] || [ "$(cat "$work/build/.cux-ucx-prefix" 2>/dev/null)" != "$prefix" ]; then
+        rm -rf "$work/build"
         gh_plugin "$work" "$work/build" "$prefix" "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs" >/dev/null ||
             { failed "plugin build"; finish; }
+        echo "$prefix" >"$work/build/.cux-ucx-prefix"
     fi
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
         -Wl,-rpath,"$nixl/lib" >"$logs/kv-build.log" 2>&1 || { failed "cux_nixl_kv build"; finish; }
     for m in "$ucx_module" "$ours"; do
         module_in_place "$prefix" "$m"
-        say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $("$prefix/bin/ucx_info" -d |
-            grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')"
+        tls=$("$prefix/bin/ucx_info" -d | grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')
+        say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $tls"
+        [ -n "$tls" ] || { failed "$m offers no transport in $prefix (built for another UCX?)"; finish; }
     done
 fi
 [ -f "$ours" ] && [ -x "$kv" ] || { failed "nothing built (run the build stage)"; finish; }
