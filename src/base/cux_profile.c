@@ -13,6 +13,7 @@ cux_prof_counter_t cux_prof_counters[CUX_PROF_LAST];
 
 static const char *cux_prof_names[CUX_PROF_LAST] = {
     [CUX_PROF_SGL_TOTAL] = "sgl.total", [CUX_PROF_SGL_CHECK] = "sgl.check", [CUX_PROF_SGL_LOOKUP] = "sgl.lookup",
+    [CUX_PROF_SGL_RUNS] = "sgl.runs",   [CUX_PROF_SGL_HELD] = "sgl.held",
     [CUX_PROF_MAP_NEW] = "map.new",     [CUX_PROF_SGL_QUEUE] = "sgl.queue", [CUX_PROF_SGL_END] = "sgl.end",
     [CUX_PROF_SUBMIT] = "submit",       [CUX_PROF_PROGRESS] = "progress",   [CUX_PROF_RELEASE] = "release"};
 

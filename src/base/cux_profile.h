@@ -17,7 +17,10 @@
 typedef enum {
     CUX_PROF_SGL_TOTAL,   /* a whole scatter-gather call, from UCT's entry to its return */
     CUX_PROF_SGL_CHECK,   /* its keys' owner and bounds */
-    CUX_PROF_SGL_LOOKUP,  /* local sides and remote mappings, per run of elements sharing them (MAP_NEW included) */
+    CUX_PROF_SGL_LOOKUP,  /* local sides and remote mappings, per run of elements sharing them (the three below
+                             included) */
+    CUX_PROF_SGL_RUNS,    /* the runs found, each with its local side and queue */
+    CUX_PROF_SGL_HELD,    /* the mappings the cache holds ready, looked up under one lock; items: runs */
     CUX_PROF_MAP_NEW,     /* a mapping the cache did not hold: proven and mapped (any caller, lists or not) */
     CUX_PROF_SGL_QUEUE,   /* pieces merged into copies and queued, full batches issued on the way (also in SUBMIT) */
     CUX_PROF_SGL_END,     /* the list's descriptor on each queue it used */

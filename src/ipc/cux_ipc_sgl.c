@@ -203,6 +203,7 @@ static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, si
     cux_ipc_sgl_run_t *r;
     ucs_status_t status;
     size_t i;
+    CUX_PROF_START(t0);
 
     cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
@@ -221,6 +222,7 @@ static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, si
         }
     }
     cux_ipc_import_batch_end();
+    CUX_PROF_END(CUX_PROF_SGL_HELD, t0, count);
 
     for (i = 0, r = run; i < count; ++i, ++r) {
         if (cux_ipc_sgl_run_shares(run, i)) {
@@ -248,6 +250,7 @@ static ucs_status_t cux_ipc_sgl_lookup(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep,
 {
     ucs_status_t status = UCS_OK;
     size_t i;
+    CUX_PROF_START(t0);
 
     for (i = 0; (i < count) && (status == UCS_OK); ++i) {
         if (i + CUX_IPC_SGL_AHEAD < count) {
@@ -262,6 +265,7 @@ static ucs_status_t cux_ipc_sgl_lookup(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep,
         }
         status = cux_ipc_sgl_run_add(iface, runs, buffers, memhs, rkeys, i);
     }
+    CUX_PROF_END(CUX_PROF_SGL_RUNS, t0, runs->count);
     if (status == UCS_OK) {
         status = cux_ipc_sgl_map(ep, runs->run, runs->count, put);
     }
