@@ -216,8 +216,8 @@ CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
     return mock_stream_copy(s, dst, src, n);
 }
 
-/* Like the driver: both ends must be device memory (an allocation, a mapping or an import; not host memory, pinned
- * or not). */
+/* As the driver documents it: both ends device memory (an allocation, a mapping or an import; not host memory,
+ * pinned or not). */
 static int mock_is_device_memory(CUdeviceptr p, size_t n)
 {
     mock_where_t where = mock_where(p, n);
