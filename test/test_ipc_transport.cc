@@ -462,6 +462,30 @@ TEST_F(ipc_transport, a_failed_mapping_is_an_error_and_leaves_nothing_behind)
 
 /* Blocks in reverse order go as a batch of copies; adjacent blocks go as one merged copy: either failing
  * completes every operation with an error. */
+/* A lone copy between two GPU allocations is a device-to-device copy (as UCX's module issues it: on one H200 host the
+ * generic call cost more to post the larger the copy); one from host memory goes through unified addressing, which
+ * a device-to-device copy does not take. Under the mock, the other call is made to fail around each put. */
+TEST_F(ipc_transport, a_lone_copy_takes_the_device_to_device_call_between_gpus_and_the_generic_one_from_host_memory)
+{
+    const size_t size = 1 << 20;
+    remote_buf rb = remote_alloc(size, 0, 1);
+    buffer gpu(buf_kind::cuda0, size), host(buf_kind::host, size);
+    uint64_t seed = 120;
+
+    for (buffer *from : {&gpu, &host}) {
+        SCOPED_TRACE(from == &gpu ? "from GPU memory" : "from host memory");
+        from->write(pattern(seed, size));
+        if (using_mock_driver()) {
+            setenv("MOCK_CUDA_FAIL", (from == &gpu) ? "cuMemcpyAsync" : "cuMemcpyDtoDAsync", 1);
+        }
+        EXPECT_EQ(UCS_OK, zcopy(true, from->ptr(), size, rb.addr, rb.rkey.rkey));
+        unsetenv("MOCK_CUDA_FAIL");
+        EXPECT_EQ(0, remote(peer_op::check, rb.addr, size, seed)) << "put data mismatch";
+        ++seed;
+    }
+    remote_free(rb);
+}
+
 TEST_F(ipc_transport, a_failed_batch_of_copies_completes_every_copy_with_an_error)
 {
     if (!using_mock_driver()) {

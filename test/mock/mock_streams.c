@@ -195,13 +195,9 @@ static int mock_straddles_pinned(CUdeviceptr p, size_t n)
     return where.known && where.host_pinned && !where.fits;
 }
 
-CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+/* A copy on a stream, either entry point's (each checks its own injected fault first). */
+static CUresult mock_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    CUresult res = mock_injected("cuMemcpyAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
-
-    if (res != CUDA_SUCCESS) {
-        return res;
-    }
     if ((s == NULL) ? (mock_current_device() < 0) : (s->device != mock_current_device())) {
         return CUDA_ERROR_INVALID_CONTEXT; /* like the driver: the stream's context must be current */
     }
@@ -214,6 +210,13 @@ CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
     }
     __atomic_add_fetch(&mock_issued_copies, 1, __ATOMIC_RELAXED);
     return mock_stream_copy(s, dst, src, n);
+}
+
+CUresult m_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    CUresult res = mock_injected("cuMemcpyAsync", CUDA_ERROR_ILLEGAL_ADDRESS);
+
+    return (res != CUDA_SUCCESS) ? res : mock_copy_async(dst, src, n, s);
 }
 
 /* As the driver documents it: both ends device memory (an allocation, a mapping or an import; not host memory,
@@ -235,7 +238,7 @@ CUresult m_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
     if (!mock_is_device_memory(dst, n) || !mock_is_device_memory(src, n)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    return m_cuMemcpyAsync(dst, src, n, s);
+    return mock_copy_async(dst, src, n, s);
 }
 
 CUresult m_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
