@@ -8,7 +8,8 @@
 #   OUT=DIR gpu-host/run nixl CARRY [STAGES]
 #
 # CARRY holds ucx-1.22.0-src.tar.gz (gpu-host/prepare/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
-# with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22).
+# with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22); a dist
+# tarball in CARRY/before/ adds ours of that commit to every comparison as ours-before, between UCX's and ours.
 # CUX_NIXL_UCX=NAME takes CARRY/NAME-src.tar.gz (its tree NAME) instead, into /opt/NAME-cuda: UCX master for
 # NIXL's scatter-gather path (issue 62: NIXL master built against it); CUX_NIXL_SGL=1 adds each module once more
 # with NIXL_UCX_SGL_ENABLE=1 (ucx-sgl, ours-sgl) to every comparison. CUX_NIXL_PREFIX and CUX_NIXL_UCX_SRC name a
@@ -50,6 +51,7 @@ mkdir -p "$logs"
 finish() { tar -C "$work" -czf "$out/nixl-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 ours="$work/build/.libs/libuct_cuda.so.0"
+ours_before="$work/build-before/.libs/libuct_cuda.so.0" # CARRY/before/'s dist tarball, where there is one
 kv="$work/cux_nixl_kv"
 ucx_module="$prefix/reference-module/libuct_cuda.so.0"
 export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN_DIR="$nixl/lib/plugins" \
@@ -72,10 +74,18 @@ if has build; then
             { failed "plugin build"; finish; }
         echo "$prefix" >"$work/build/.cux-ucx-prefix"
     fi
+    if [ -d "$carry/before" ] &&
+        { [ ! -f "$ours_before" ] || [ "$(cat "$work/build-before/.cux-ucx-prefix" 2>/dev/null)" != "$prefix" ]; }; then
+        rm -rf "$work/build-before" "$work/before" && mkdir -p "$work/before"
+        tar -C "$work/before" -xzf "$(ls "$carry"/before/uct-cuda-plugin-*.tar.gz | head -n 1)" &&
+            gh_plugin_build "$(ls -d "$work"/before/uct-cuda-plugin-*/ | head -n 1)" "$work/build-before" "$prefix" \
+                "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs/before" || { failed "plugin build (before/)"; finish; }
+        echo "$prefix" >"$work/build-before/.cux-ucx-prefix"
+    fi
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
         -Wl,-rpath,"$nixl/lib" >"$logs/kv-build.log" 2>&1 || { failed "cux_nixl_kv build"; finish; }
-    for m in "$ucx_module" "$ours"; do
+    for m in "$ucx_module" "$ours" $([ -d "$carry/before" ] && echo "$ours_before"); do
         module_in_place "$prefix" "$m"
         tls=$("$prefix/bin/ucx_info" -d | grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')
         say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $tls"
@@ -85,7 +95,10 @@ fi
 [ -f "$ours" ] && [ -x "$kv" ] || { failed "nothing built (run the build stage)"; finish; }
 # UCX's module as deployments run it: gets over cuda_ipc turned on (without NVLink it offers none by default,
 # and NIXL's reads then crawl: 0.4-0.5 GB/s at 64 KB on one H200, a sweep that did not end in 150 s).
-modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on" --module "ours=$ours")
+modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on")
+# CARRY/before/: ours of an earlier commit beside ours, interleaved (a no-regression check)
+[ -d "$carry/before" ] && modules+=(--module "ours-before=$ours_before")
+modules+=(--module "ours=$ours")
 # CUX_NIXL_SGL=1: each module once more with NIXL's scatter-gather writes (NIXL master on UCX master), interleaved
 if [ "${CUX_NIXL_SGL:-0}" = 1 ]; then
     modules+=(--module "ucx-sgl=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on,NIXL_UCX_SGL_ENABLE=1"
