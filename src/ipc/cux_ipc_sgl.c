@@ -27,6 +27,10 @@
  * every run reads its own key, handle and mapping, each a wait for memory if asked for only when needed. */
 #define CUX_IPC_SGL_AHEAD 8
 
+/* Runs looked up or given back per hold of the cache's lock: a list of 100,000 allocations lets other threads'
+ * lookups in between rather than hold them up for its whole pass. */
+#define CUX_IPC_SGL_LOCK_RUNS 256
+
 /* How many times element i goes: counts may be NULL (once each). */
 static UCS_F_ALWAYS_INLINE size_t cux_ipc_sgl_reps(const size_t *counts, size_t i)
 {
@@ -180,6 +184,10 @@ static void cux_ipc_sgl_runs_put(const cux_ipc_sgl_run_t *run, size_t count)
 
     cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
+        if ((i > 0) && (i % CUX_IPC_SGL_LOCK_RUNS == 0)) {
+            cux_ipc_import_batch_end();
+            cux_ipc_import_batch_begin();
+        }
         if (i + CUX_IPC_SGL_AHEAD < count) {
             __builtin_prefetch(run[i + CUX_IPC_SGL_AHEAD].region);
         }
@@ -207,6 +215,10 @@ static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, si
 
     cux_ipc_import_batch_begin();
     for (i = 0; i < count; ++i) {
+        if ((i > 0) && (i % CUX_IPC_SGL_LOCK_RUNS == 0)) {
+            cux_ipc_import_batch_end();
+            cux_ipc_import_batch_begin();
+        }
         if (i + 2 * CUX_IPC_SGL_AHEAD < count) {
             r = &run[i + 2 * CUX_IPC_SGL_AHEAD];
             cux_ipc_import_batch_prefetch((const cux_ipc_unpacked_rkey_t*)r->rkey, r->local.device, 0);
