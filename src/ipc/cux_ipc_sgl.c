@@ -5,8 +5,9 @@
  * (cux_copy_batch_add_copy), and one descriptor behind its last copy on each queue it used completes it, so a
  * list of adjacent KV-cache blocks costs one copy and one event, and a list of scattered ones one kernel launch per
  * 128 copies. Elements that share a local allocation (or memory handle) and a remote key form a run, looked up once:
- * the local side, the device queue and the remote mapping (the cache's hits for all runs under one lock of it, then
- * the misses proven and mapped; given back together, under one lock, when the list is done).
+ * the local side, the device queue and the remote mapping (the cache's hits for all runs in one pass, the cache's
+ * lock taken once per 256 runs, then the misses proven and mapped; given back together the same way when the list is
+ * done).
  * The whole list is checked and every run's remote allocation proven and mapped before anything is queued (keys,
  * bounds, room in flight, the peer still holding each key), so a refused list has written nothing; a driver
  * failure after some copies went out is reported through the completion. The list itself is compiled for every
@@ -177,7 +178,7 @@ static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_sgl_runs
     return UCS_OK;
 }
 
-/* The mappings a list's runs hold go back together, under one lock of the cache. */
+/* The mappings a list's runs hold go back together, one lock of the cache per CUX_IPC_SGL_LOCK_RUNS. */
 static void cux_ipc_sgl_runs_put(const cux_ipc_sgl_run_t *run, size_t count)
 {
     size_t i;
@@ -204,8 +205,8 @@ static UCS_F_ALWAYS_INLINE int cux_ipc_sgl_run_shares(const cux_ipc_sgl_run_t *r
     return (i > 0) && (run[i - 1].rkey == run[i].rkey) && (run[i - 1].local.device == run[i].local.device);
 }
 
-/* Every run's remote mapping: those the cache holds under one lock of it, then the others proven and mapped one
- * by one (a miss takes the peer's proof and the driver's import, outside the cache's lock). */
+/* Every run's remote mapping: those the cache holds in one pass (a lock per CUX_IPC_SGL_LOCK_RUNS), then the others
+ * proven and mapped one by one (a miss takes the peer's proof and the driver's import, outside the cache's lock). */
 static ucs_status_t cux_ipc_sgl_map(cux_ipc_ep_t *ep, cux_ipc_sgl_run_t *run, size_t count, int put)
 {
     cux_ipc_sgl_run_t *r;
