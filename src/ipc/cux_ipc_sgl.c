@@ -85,6 +85,7 @@ static size_t cux_ipc_sgl_pieces(cux_ipc_ep_t *ep, const size_t *lengths, const 
 
 /* Elements in a row that share their remote key and local side: one lookup for all of them. */
 typedef struct {
+    size_t             first;   /* its first element: the run holds the elements up to the next run's first */
     uct_rkey_t         rkey;
     uct_mem_h          memh;    /* the elements' handle; UCT_MEM_HANDLE_NULL: the local side was asked */
     cux_ipc_local_t    local;
@@ -160,6 +161,7 @@ static ucs_status_t cux_ipc_sgl_run_add(cux_ipc_iface_t *iface, cux_ipc_sgl_runs
         return status;
     }
     r         = &runs->run[runs->count];
+    r->first  = i;
     r->rkey   = rkeys[i];
     r->memh   = (memhs != NULL) ? memhs[i] : UCT_MEM_HANDLE_NULL;
     r->region = NULL;
@@ -288,12 +290,12 @@ static ucs_status_t cux_ipc_sgl_lookup(cux_ipc_iface_t *iface, cux_ipc_ep_t *ep,
     return status;
 }
 
-/* Each piece as a copy on its run's queue: the runs are met again in the order the lookups made them. */
+/* Each piece as a copy on its run's queue: the runs are met again in element order, each from its first. */
 static void cux_ipc_sgl_queue(const cux_ipc_sgl_runs_t *runs, void *const *buffers, const size_t *lengths,
-                              uct_mem_h const *memhs, const uint64_t *remote_addrs, uct_rkey_t const *rkeys,
-                              const size_t *counts, const size_t *strides, size_t count, int put)
+                              const uint64_t *remote_addrs, const size_t *counts, const size_t *strides, size_t count,
+                              int put)
 {
-    const cux_ipc_sgl_run_t *r = NULL;
+    const cux_ipc_sgl_run_t *r = runs->run, *last = runs->run + runs->count - 1;
     size_t i, rep, reps, stride, offset;
     CUdeviceptr local, remote;
 
@@ -302,8 +304,8 @@ static void cux_ipc_sgl_queue(const cux_ipc_sgl_runs_t *runs, void *const *buffe
         if ((reps == 0) || (lengths[i] == 0)) {
             continue;
         }
-        if ((r == NULL) || !cux_ipc_sgl_in_run(r, buffers, memhs, rkeys, i)) {
-            r = (r == NULL) ? runs->run : r + 1;
+        if ((r < last) && (i >= r[1].first)) {
+            ++r;
         }
         stride = (strides != NULL) ? strides[i] : 0;
         local  = (CUdeviceptr)(uintptr_t)buffers[i];
@@ -472,7 +474,7 @@ ucs_status_t cux_ipc_sgl_zcopy(uct_ep_h tl_ep, void *const *buffers, const size_
     CUX_PROF_END(CUX_PROF_SGL_LOOKUP, t1, runs.count);
 
     CUX_PROF_START(t2);
-    cux_ipc_sgl_queue(&runs, buffers, lengths, memhs, remote_addrs, rkeys, counts, strides, count, put);
+    cux_ipc_sgl_queue(&runs, buffers, lengths, remote_addrs, counts, strides, count, put);
     CUX_PROF_END(CUX_PROF_SGL_QUEUE, t2, pieces);
 
     CUX_PROF_START(t3);
