@@ -369,8 +369,9 @@ void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsign
 }
 
 /* An operation is done with a mapping (the lock held; the caller trims): unused from now on, the last use of a
- * detached one unmaps it, and without caching an unused one goes at once. */
-static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *region, ucs_time_t now)
+ * detached one unmaps it, and without caching an unused one goes at once. *now: the time it became unused, read
+ * once for the caller when the first of its mappings does (0 until then). */
+static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *region, ucs_time_t *now)
 {
     ucs_assert(region->refcount > 0);
     if (--region->refcount > 0) {
@@ -380,7 +381,10 @@ static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *regi
         cux_ipc_region_unmap(cache, region);
         return;
     }
-    region->unused_since = now;
+    if (*now == 0) {
+        *now = ucs_get_time();
+    }
+    region->unused_since = *now;
     ucs_list_add_tail(&cache->lru, &region->lru);
     if (!cache->enabled) {
         cux_ipc_cache_detach(cache, region);
@@ -389,8 +393,10 @@ static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *regi
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
+    ucs_time_t now = 0;
+
     pthread_mutex_lock(&cache->lock);
-    cux_ipc_cache_release(cache, region, ucs_get_time());
+    cux_ipc_cache_release(cache, region, &now);
     cux_ipc_cache_trim(cache);
     pthread_mutex_unlock(&cache->lock);
 }
@@ -399,7 +405,7 @@ void cux_ipc_cache_batch_begin(cux_ipc_cache_t *cache)
 {
     pthread_mutex_lock(&cache->lock);
     cux_ipc_cache_expire(cache);
-    cache->batch_time = ucs_get_time();
+    cache->batch_time = 0;
 }
 
 cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
@@ -431,7 +437,7 @@ void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_r
 
 void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cux_ipc_cache_release(cache, region, cache->batch_time);
+    cux_ipc_cache_release(cache, region, &cache->batch_time);
 }
 
 void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache)

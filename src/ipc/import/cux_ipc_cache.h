@@ -67,7 +67,7 @@ typedef struct cux_ipc_cache {
     unsigned long             max_regions;
     size_t                    max_size;
     ucs_time_t                max_idle;     /* UCS_TIME_INFINITY: unused mappings stay */
-    ucs_time_t                batch_time;   /* when the batch holding the lock began (its releases' time) */
+    ucs_time_t                batch_time;   /* the batch's releases' time, read at its first (0 before) */
     unsigned long             num_regions;  /* mappings in the cache, used or not */
     size_t                    total_size;
     ucs_list_link_t           lru;          /* unused mappings, least recently used first */
