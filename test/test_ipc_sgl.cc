@@ -132,6 +132,8 @@ protected:
         return rb;
     }
 
+    void check_list_launches(long want_launches, long want_large);
+
     /* Pieces into (or out of) two allocations, of every shape a list may hold. */
     void check_list(bool put)
     {
@@ -304,7 +306,7 @@ TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
 }
 
 /* Issue 62: what a list costs the driver. Adjacent blocks of one allocation on each side are one copy; scattered
- * ones go as one kernel launch per MAX_BATCH copies; either way the list records one event, and its pieces' mapping
+ * ones go as one kernel launch per 1,024 copies; either way the list records one event, and its pieces' mapping
  * is looked up once. A list of blocks each in its own allocation looks up each (the cache's hits count them). */
 TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_batches)
 {
@@ -339,8 +341,7 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
         if (adjacent) {
             EXPECT_EQ(copies + 1, mock_live("issued copies")) << "adjacent blocks: one copy";
         } else {
-            EXPECT_EQ(launches + (long)((count + 127) / 128), mock_live("kernel launches"))
-                << "scattered blocks: one launch per 128 copies";
+            EXPECT_EQ(launches + 1, mock_live("kernel launches")) << "scattered blocks: one launch for 1,000 copies";
         }
         list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
         EXPECT_TRUE(remote_image(a, size) == want);
@@ -373,6 +374,65 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
     }
 }
 
+/* Issue 62: a list's copies go to the GPU in launches of up to 1,024 copies (the large kernel, whose 24 KB parameter
+ * CUDA 12.1 drivers take), the last few in the small one (3 KB, which the driver copies faster); a run of copies
+ * that holds one too large for the kernel goes to the copy engines alone, not the whole list. Where the driver takes
+ * no large parameters the same list goes 128 copies a launch (a fresh process, below: the kernels are loaded once per
+ * context). 2,101 pieces: 2,100 of 4 KB scattered backwards, and one of 512 KB (over COPY_KERNEL_MAX) at 1,030. */
+void ipc_sgl::check_list_launches(long want_launches, long want_large)
+{
+    const size_t piece = 4096, count = 2100, big = 512 * 1024, size = 2 * count * piece + big;
+    reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
+    remote_buf a = filled_remote(size, 101);
+    ASSERT_NE(0u, a.addr);
+    buffer local(buf_kind::cuda0, size);
+    const std::vector<uint8_t> mine = written(local, 102);
+    uint8_t *l = (uint8_t*)local.ptr();
+    std::vector<uint8_t> want = pattern(101, size);
+    sgl_list list;
+    for (size_t i = 0; i < count; ++i) {
+        if (i == 1030) {
+            list.add(l + 2 * count * piece, big, a.addr + 2 * count * piece, a.rkey.rkey);
+        }
+        list.add(l + 2 * (count - 1 - i) * piece, piece, a.addr + 2 * (count - 1 - i) * piece, a.rkey.rkey);
+    }
+    const long launches = mock_live("kernel launches"), large = mock_live("large kernel launches");
+    counting_completion comp;
+    ASSERT_EQ(UCS_OK, sgl(true, list, comp));
+    EXPECT_EQ(1, comp.done);
+    EXPECT_EQ(launches + want_launches, mock_live("kernel launches"));
+    EXPECT_EQ(large + want_large, mock_live("large kernel launches"));
+    list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+    EXPECT_TRUE(remote_image(a, size) == want);
+    remote_free(a);
+}
+
+TEST_F(ipc_sgl, a_list_goes_1024_copies_a_launch_and_only_the_run_with_a_large_copy_to_the_copy_engines)
+{
+    if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
+        GTEST_SKIP() << "counts the mock driver's launches (MOCK_CUDA_ASYNC=1)";
+    }
+    /* copies 0-1023: one large launch; 1024-2047 hold the large copy: copy engines; 2048-2100: one small launch */
+    check_list_launches(2, 1);
+
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ASSERT_GT(len, 0);
+    self[len] = '\0';
+    command_result r = run_command("MOCK_CUDA_NO_LARGE_PARAMS=1 " + std::string(self) +
+                                   " --gtest_also_run_disabled_tests"
+                                   " --gtest_filter=ipc_sgl.DISABLED_in_a_fresh_process_a_driver_without_large_"
+                                   "parameters_takes_a_list_128_copies_a_launch");
+    EXPECT_EQ(0, r.status) << r.output;
+    EXPECT_NE(std::string::npos, r.output.find("[  PASSED  ] 1 test")) << r.output;
+}
+
+TEST_F(ipc_sgl, DISABLED_in_a_fresh_process_a_driver_without_large_parameters_takes_a_list_128_copies_a_launch)
+{
+    /* 17 runs of 128 copies (the last 53); the one of 1024-1151 holds the large copy */
+    check_list_launches(16, 0);
+}
+
 /* A list's first copies may go to the GPU in a batch that also ends an earlier operation: when that batch fails,
  * both report the failure, the list at its own end though its later copies went well. */
 TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_reports_the_failure)
@@ -380,7 +440,7 @@ TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_rep
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {
         GTEST_SKIP() << "injects a failed launch into copies held in flight (MOCK_CUDA_FAIL, MOCK_CUDA_ASYNC=1)";
     }
-    const size_t piece = 4096, count = 8, size = 4 * count * piece;
+    const size_t piece = 4096, count = 1100, size = 4 * count * piece;
     reopen({{"MAX_BATCH", "4"}, {"COPY_KERNEL_MAX", "256k"}});
     remote_buf a = filled_remote(size, 97);
     ASSERT_NE(0u, a.addr);
@@ -393,7 +453,7 @@ TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_rep
     counting_completion first, waiting;
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov0, 1, a.addr, a.rkey.rkey, &first.comp));
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov1, 1, a.addr + 2 * piece, a.rkey.rkey, &waiting.comp));
-    sgl_list list; /* scattered: the fourth copy of the batch fills it, and it goes with the list's first three */
+    sgl_list list; /* scattered: the batch fills at 1,024 copies, the earlier one and the list's first 1,023 */
     for (size_t i = 0; i < count; ++i) {
         list.add(l + (4 + 3 * i) * piece, piece, a.addr + (4 + 3 * i) * piece, a.rkey.rkey);
     }

@@ -32,8 +32,12 @@
 typedef struct cux_completion cux_completion_t;
 struct cux_desc;
 
-/* Most copies in one batch. */
+/* Most operations in one batch (MAX_BATCH's bound). */
 #define CUX_BATCH_MAX 128
+
+/* Most copies in one batch: a scatter-gather list is one operation of many copies, which go to the driver in
+ * calls of up to this many (one launch of the large copy kernel). */
+#define CUX_BATCH_COPIES_MAX 1024
 
 /* Where the two ends of a copy lie: the start of the allocation that holds each (0: not known). Copies
  * within the same two allocations may be merged; one copy never spans two allocations. */
@@ -55,10 +59,10 @@ typedef struct cux_stream_queue {
                                                    whose descriptor is still to come (one at a time per queue) */
     ucs_status_t     batch_status;              /* a failure of that operation's copies issued ahead of its end */
     ucs_list_link_t  batch_link;                /* in completion->batched while anything waits in the batch */
-    CUdeviceptr      batch_dst[CUX_BATCH_MAX];
-    CUdeviceptr      batch_src[CUX_BATCH_MAX];
-    size_t           batch_size[CUX_BATCH_MAX];
-    cux_copy_allocs_t batch_allocs[CUX_BATCH_MAX];
+    CUdeviceptr      batch_dst[CUX_BATCH_COPIES_MAX];
+    CUdeviceptr      batch_src[CUX_BATCH_COPIES_MAX];
+    size_t           batch_size[CUX_BATCH_COPIES_MAX];
+    cux_copy_allocs_t batch_allocs[CUX_BATCH_COPIES_MAX];
     struct cux_desc  *batch_desc[CUX_BATCH_MAX];
 } cux_stream_queue_t;
 
@@ -73,17 +77,20 @@ struct cux_completion {
     int              dispatching;   /* a pending request is being dispatched: what waits behind it came later */
     int              event_fd;      /* -1 until asked for */
     ucs_list_link_t  batched;       /* stream queues with accepted copies */
-    unsigned         max_batch;     /* copies per batch, at most CUX_BATCH_MAX */
+    unsigned         max_batch;     /* operations per batch, at most CUX_BATCH_MAX */
+    unsigned         max_copies;    /* copies per batch: CUX_BATCH_COPIES_MAX, 1 where max_batch is 1 */
     size_t           kernel_max;    /* a batch of copies this small, device memory on both sides, goes as one
                                        kernel launch (cux_copy_kernel.h); 0: never */
 };
 
 void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
 
-/* Copies per batch, at most CUX_BATCH_MAX; 1 issues each copy at once. */
+/* Operations per batch, at most CUX_BATCH_MAX (a list's copies go CUX_BATCH_COPIES_MAX a batch); 1 issues each
+ * copy at once. */
 static inline void cux_completion_set_max_batch(cux_completion_t *completion, unsigned max_batch)
 {
-    completion->max_batch = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
+    completion->max_batch  = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
+    completion->max_copies = (completion->max_batch == 1) ? 1 : CUX_BATCH_COPIES_MAX;
 }
 
 /* The largest copy a batch may hold to go as one kernel launch; 0 keeps every copy on the copy engines. */

@@ -11,20 +11,22 @@
 #include "cux_profile.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
 
-/* A whole batch fits one launch of the copy kernel. */
-_Static_assert(CUX_BATCH_MAX <= CUX_COPY_KERNEL_MAX, "a batch holds more copies than the copy kernel takes");
+/* A batch's copies fit one launch of the large copy kernel. */
+_Static_assert(CUX_BATCH_COPIES_MAX <= CUX_COPY_KERNEL_MAX_LARGE, "a batch holds more copies than a launch takes");
 
-/* Whether the batch goes as one kernel launch: more than one copy (a lone copy completes sooner on a copy
- * engine), each within the bound, and device memory on both sides (the copy's two allocations are known). */
-static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned copies)
+/* Whether copies first.. first+count-1 go as one kernel launch: more than one copy (a lone copy completes sooner
+ * on a copy engine), each within the bound, and device memory on both sides (the copy's two allocations are
+ * known). */
+static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned first, unsigned count)
 {
     unsigned i;
 
-    if ((copies < 2) || (sq->completion->kernel_max == 0)) {
+    if (count < 2) {
         return 0;
     }
-    for (i = 0; i < copies; ++i) {
+    for (i = first; i < first + count; ++i) {
         if ((sq->batch_size[i] > sq->completion->kernel_max) || (sq->batch_allocs[i].dst == 0) ||
             (sq->batch_allocs[i].src == 0)) {
             return 0;
@@ -33,20 +35,46 @@ static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned c
     return 1;
 }
 
-/* The batch's copies for the copy engines: one call where the driver takes batches. */
-static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstream stream, unsigned copies)
+/* Copies first.. first+count-1 for the copy engines: one call where the driver takes batches. */
+static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstream stream, unsigned first,
+                                                  unsigned count)
 {
     CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
     size_t attr_index       = 0;
     ucs_status_t status     = UCS_OK;
     unsigned i;
 
-    if ((copies > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
-        return CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst, sq->batch_src, sq->batch_size, copies, &attr,
-                                &attr_index, 1, stream);
+    if ((count > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
+        return CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst + first, sq->batch_src + first,
+                                sq->batch_size + first, count, &attr, &attr_index, 1, stream);
     }
-    for (i = 0; (i < copies) && (status == UCS_OK); ++i) {
+    for (i = first; (i < first + count) && (status == UCS_OK); ++i) {
         status = cux_copy_async(sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], &sq->batch_allocs[i], stream);
+    }
+    return status;
+}
+
+/* The batch's copies on stream, in as few calls as the driver takes: launches of the copy kernel of as many copies
+ * as one takes (1,024, or 128 where the driver takes no large parameters), each for the copy engines instead
+ * where one of its copies does not fit the kernel. */
+static ucs_status_t cux_stream_queue_issue(cux_stream_queue_t *sq, CUstream stream, unsigned copies)
+{
+    unsigned chunk = ((copies > 1) && (sq->completion->kernel_max > 0)) ? cux_copy_kernel_capacity(sq->ctx) : 0;
+    ucs_status_t status = UCS_OK;
+    unsigned first, count;
+
+    if (chunk == 0) {
+        return cux_stream_queue_issue_copies(sq, stream, 0, copies);
+    }
+    for (first = 0; (first < copies) && (status == UCS_OK); first += count) {
+        count  = ucs_min(copies - first, chunk);
+        status = cux_stream_queue_kernel_fits(sq, first, count) ?
+                 cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst + first, sq->batch_src + first,
+                                        sq->batch_size + first, count) :
+                 UCS_ERR_UNSUPPORTED;
+        if (status == UCS_ERR_UNSUPPORTED) {
+            status = cux_stream_queue_issue_copies(sq, stream, first, count);
+        }
     }
     return status;
 }
@@ -80,12 +108,7 @@ void cux_copy_batch_submit(cux_stream_queue_t *sq)
         goto out_leave;
     }
     if (copies > 0) {
-        status = cux_stream_queue_kernel_fits(sq, copies) ?
-                 cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst, sq->batch_src, sq->batch_size, copies) :
-                 UCS_ERR_UNSUPPORTED;
-        if (status == UCS_ERR_UNSUPPORTED) {
-            status = cux_stream_queue_issue_copies(sq, stream, copies);
-        }
+        status = cux_stream_queue_issue(sq, stream, copies);
     }
     if (status != UCS_OK) {
         ucs_error("batch of %u copies (%u operations) failed: %s", copies, count, ucs_status_string(status));
@@ -163,7 +186,7 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
         sq->batch_open = 1;
         return;
     }
-    if (sq->batch_copies >= sq->completion->max_batch) {
+    if (sq->batch_copies >= sq->completion->max_copies) {
         cux_copy_batch_submit(sq); /* a full batch goes; this copy starts the next */
     }
     cux_copy_batch_join(sq);

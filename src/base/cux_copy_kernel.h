@@ -16,11 +16,17 @@
 #include <stddef.h>
 #include <ucs/type/status.h>
 
-/* Most copies of one launch (the kernel's parameter block holds this many). */
-#define CUX_COPY_KERNEL_MAX 128
+/* Most copies of one launch: the kernel's parameter block holds this many (3 KB, any driver); the large kernel's
+ * (24 KB) where the driver takes parameters over 4 KB (CUDA 12.1 on). */
+#define CUX_COPY_KERNEL_MAX       128
+#define CUX_COPY_KERNEL_MAX_LARGE 1024
+
+/* How many copies one launch takes in ctx (ctx current): CUX_COPY_KERNEL_MAX_LARGE, CUX_COPY_KERNEL_MAX where the
+ * driver takes no large parameters, 0 where no kernel loads. Loads the kernels on the context's first use. */
+unsigned cux_copy_kernel_capacity(CUcontext ctx);
 
 /*
- * Issues count copies (1..CUX_COPY_KERNEL_MAX) between device memory that the current context reaches, as one
+ * Issues count copies (1..cux_copy_kernel_capacity(ctx)) between device memory that the current context reaches, as one
  * launch on stream; ctx must be current. UCS_ERR_UNSUPPORTED (logged once, at debug level) where the kernel
  * cannot be loaded in ctx: the caller then uses the copy engines.
  */

@@ -57,6 +57,7 @@ typedef enum cudaError_enum {
     CUDA_ERROR_MAP_FAILED                     = 205,
     CUDA_ERROR_ALREADY_MAPPED                 = 208,
     CUDA_ERROR_INVALID_PTX                    = 218,
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION        = 222,
     CUDA_ERROR_OPERATING_SYSTEM               = 304,
     CUDA_ERROR_INVALID_HANDLE                 = 400,
     CUDA_ERROR_NOT_FOUND                      = 500,

@@ -29,10 +29,11 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      * 1.35 us a block against 1.69 (per-block puts) and 0.66 against 1.08 (scatter-gather puts) on one H200
      * (bench/results/2026-12-02-h200x1-inference-batch). A lone copy still goes at once. */
     {"MAX_BATCH", "128",
-     "Most copies issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13 drivers, or one launch of\n"
-     "the copy kernel), at most 128: copies wait to be issued together until the next progress call or until\n"
-     "this many are waiting. A copy that finds no other in flight is issued at once. 1 issues every copy at\n"
-     "once, in its own call.",
+     "Most operations whose copies are issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13\n"
+     "drivers, or one launch of the copy kernel), at most 128: copies wait to be issued together until the\n"
+     "next progress call or until this many operations are waiting. A copy that finds no other in flight is\n"
+     "issued at once. A scatter-gather list's copies go up to 1024 a call (128 a launch where the driver\n"
+     "takes no kernel parameters over 4 KB, before CUDA 12.1). 1 issues every copy at once, in its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     {"COPY_KERNEL_MAX", "256k",
      "A batch of copies (MAX_BATCH) between GPU memory, none larger than this, goes to the GPU as one kernel\n"

@@ -247,7 +247,7 @@ uint64_t mock_pid_namespace(void);
 /* The exporter's descriptor fd, opened here: through /proc in its PID namespace, else from its broker. */
 int mock_open_exporter_fd(pid_t pid, uint64_t pid_ns, uint64_t broker, int fd);
 /* mock_kernels.c */
-extern long mock_kernel_launches;
+extern long mock_kernel_launches, mock_kernel_launches_large;
 extern long mock_event_records;
 CUresult m_cuModuleLoadData(CUmodule *module, const void *image);
 CUresult m_cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name);

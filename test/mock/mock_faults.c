@@ -38,7 +38,8 @@ CUresult mock_injected(const char *name, CUresult error)
 /* Live objects, for tests that check nothing leaked: mock_cuda_live("streams"), "events", "allocations"
  * (device and managed memory), "mappings" (imported IPC memory) or "imported pools"; and "failed exports", the
  * export calls that failed so far, "fabric calls", the calls of the fabric handle type so far, "issued copies",
- * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernel so far, "descriptor
+ * the copies accepted on a stream so far, "kernel launches", the launches of the copy kernels so far ("large kernel launches": of the
+ * large one), "descriptor
  * exports" (cuMemExportToShareableHandle, cuMemPoolExportToShareableHandle) and "imports" (of another process's
  * memory: legacy handles, VMM descriptors, pools and pool pointers) so far, "pointer exports" (cuMemPoolExportPointer)
  * so far; "event records" (cuEventRecord) so far; "reserved bytes", the address space reserved now (cuMemAddressReserve less cuMemAddressFree). With
@@ -75,6 +76,8 @@ MOCK_EXPORT long mock_cuda_live(const char *what)
         return __atomic_load_n(&mock_issued_copies, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "kernel launches")) {
         return __atomic_load_n(&mock_kernel_launches, __ATOMIC_RELAXED);
+    } else if (!strcmp(what, "large kernel launches")) {
+        return __atomic_load_n(&mock_kernel_launches_large, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "event records")) {
         return __atomic_load_n(&mock_event_records, __ATOMIC_RELAXED);
     } else if (!strcmp(what, "imported pools")) {
