@@ -373,7 +373,7 @@ static void measure_small_copy_throughput(CUdeviceptr src, CUdeviceptr dst)
     fflush(stdout);
 }
 
-/* The module's copy kernel (src/base/cux_copy_kernel.cu), launched here directly: its parameter is 32
+/* The module's copy kernel (src/base/cux_copy_kernel.cu), launched here directly: its parameter is 128
  * descriptors, of which a launch uses as many as its grid has rows. */
 typedef struct {
     unsigned long long src, dst, size;
@@ -387,7 +387,7 @@ static void measure_small_copy_kernel(CUdeviceptr src, CUdeviceptr dst)
     PFN_cuLaunchKernel_v4000 launch            = driver_proc("cuLaunchKernel", 4000);
     enum { BATCH = 16, COPIES = 4096 };
     static const size_t sizes_to_try[] = {4096, 65536};
-    cux_copy_batch_desc_t batch[32] = {{0}};
+    cux_copy_batch_desc_t batch[128] = {{0}}; /* the driver copies the whole parameter (3 KB) */
     void *params[]                  = {batch};
     CUfunction function;
     CUmodule module;
