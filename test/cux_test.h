@@ -37,6 +37,12 @@ struct command_result {
 
 command_result run_command(const std::string &cmd);
 
+/* One DISABLED_ test of this program, by its full name, in a fresh process with env (VAR=VALUE ...) set before
+ * anything loads: for what a process does once (retaining a context, loading a kernel). Its output and status;
+ * passed() says whether it ran and passed. */
+command_result run_test_in_fresh_process(const std::string &env, const std::string &test);
+bool passed(const command_result &r);
+
 /* Which driver this run uses: "mock" when CUX_DRIVER_PATH names the test mock. */
 bool using_mock_driver();
 

@@ -1069,15 +1069,10 @@ TEST_F(copy_faults, a_failed_copy_is_an_error_and_the_interface_goes_on)
  * allocation fails with an error, and afterwards everything works. */
 TEST_F(copy_faults, a_context_that_cannot_be_created_is_an_error_until_it_can)
 {
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ASSERT_GT(len, 0);
-    self[len] = '\0';
-    command_result r = run_command("MOCK_CUDA_FAIL=cuDevicePrimaryCtxRetain " + std::string(self) +
-                                   " --gtest_also_run_disabled_tests"
-                                   " --gtest_filter=copy_faults.DISABLED_in_a_fresh_process_contexts_fail_until_the_driver_can");
-    EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("[  PASSED  ] 1 test")) << r.output;
+    command_result r = run_test_in_fresh_process(
+        "MOCK_CUDA_FAIL=cuDevicePrimaryCtxRetain",
+        "copy_faults.DISABLED_in_a_fresh_process_contexts_fail_until_the_driver_can");
+    EXPECT_TRUE(passed(r)) << r.output;
 }
 
 TEST_F(copy_faults, DISABLED_in_a_fresh_process_contexts_fail_until_the_driver_can)

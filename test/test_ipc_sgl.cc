@@ -415,16 +415,10 @@ TEST_F(ipc_sgl, a_list_goes_1024_copies_a_launch_and_only_the_run_with_a_large_c
     /* copies 0-1023: one large launch; 1024-2047 hold the large copy: copy engines; 2048-2100: one small launch */
     check_list_launches(2, 1);
 
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ASSERT_GT(len, 0);
-    self[len] = '\0';
-    command_result r = run_command("MOCK_CUDA_NO_LARGE_PARAMS=1 " + std::string(self) +
-                                   " --gtest_also_run_disabled_tests"
-                                   " --gtest_filter=ipc_sgl.DISABLED_in_a_fresh_process_a_driver_without_large_"
-                                   "parameters_takes_a_list_128_copies_a_launch");
-    EXPECT_EQ(0, r.status) << r.output;
-    EXPECT_NE(std::string::npos, r.output.find("[  PASSED  ] 1 test")) << r.output;
+    command_result r = run_test_in_fresh_process(
+        "MOCK_CUDA_NO_LARGE_PARAMS=1",
+        "ipc_sgl.DISABLED_in_a_fresh_process_a_driver_without_large_parameters_takes_a_list_128_copies_a_launch");
+    EXPECT_TRUE(passed(r)) << r.output;
 }
 
 TEST_F(ipc_sgl, DISABLED_in_a_fresh_process_a_driver_without_large_parameters_takes_a_list_128_copies_a_launch)

@@ -39,6 +39,23 @@ command_result run_command(const std::string &cmd)
     return result;
 }
 
+command_result run_test_in_fresh_process(const std::string &env, const std::string &test)
+{
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (len <= 0) {
+        return command_result{-1, "cannot read /proc/self/exe"};
+    }
+    self[len] = '\0';
+    return run_command(env + " " + self + " --gtest_also_run_disabled_tests --gtest_filter=" + test);
+}
+
+bool passed(const command_result &r)
+{
+    return (r.status == 0) && (r.output.find("[  PASSED  ] 1 test") != std::string::npos);
+}
+
 bool using_mock_driver()
 {
     const char *path = getenv(CUX_DRIVER_PATH_ENV);
