@@ -420,9 +420,20 @@ cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_
     return region;
 }
 
+/* Every cache line of [p, p + size): a hit compares the whole key of both sides (four lines each). */
+static UCS_F_ALWAYS_INLINE void cux_ipc_cache_prefetch_lines(const void *p, size_t size)
+{
+    uintptr_t line = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + size;
+
+    for (; line < end; line += 64) {
+        __builtin_prefetch((const void*)line);
+    }
+}
+
 void cux_ipc_cache_batch_prefetch_chain(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device)
 {
     __builtin_prefetch(cux_ipc_cache_chain(cache, rkey, device));
+    cux_ipc_cache_prefetch_lines(rkey, sizeof(*rkey));
 }
 
 void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device)
@@ -430,8 +441,7 @@ void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_r
     cux_ipc_region_t *region = *cux_ipc_cache_chain(cache, rkey, device);
 
     if (region != NULL) {
-        __builtin_prefetch(region);
-        __builtin_prefetch(&region->refcount);
+        cux_ipc_cache_prefetch_lines(region, sizeof(*region));
     }
 }
 
