@@ -20,7 +20,10 @@
 #   single   one ucp_put_nbx / ucp_get_nbx per block (no list), 1,000 and 10,000 blocks: the path a list does not
 #            take, which the change also touches;
 #   lone     lists of one or two blocks of 64 KB-4 MB, 200 transfers each (a lone large descriptor: the profile
-#            says how much of its posting is ours); lone-single: the same blocks put one by one.
+#            says how much of its posting is ours); lone-single: the same blocks put one by one;
+#   launch-cost  no UCX: bench/cux_launch_cost.cu (built with nvcc) posts 1,000 and 10,000 copies of 16 and 64 KB
+#            as kernel launches, the table by value (128-1,360 copies a launch), in mapped host memory or staged
+#            to the GPU: what a launch costs the host by the way its copies' table reaches the kernel.
 # Writes $OUT/sgl-post/GROUP/ (blocks_compare's files, and profile.txt: the profiled module's CUXPROF lines).
 set -u
 out=${OUT:-/tmp/cux-out}/sgl-post
@@ -92,10 +95,27 @@ compare() {
     zcat -f "$dir"/raw/*ours-profiled* 2>/dev/null | grep '^CUXPROF' >"$dir/profile.txt"
 }
 
+launch_cost() {
+    local dir=$out/launch-cost n b
+    mkdir -p "$dir"
+    /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 -o "$work/cux_launch_cost" "$top/bench/cux_launch_cost.cu" \
+        >"$dir/build.log" 2>&1 || { failed "cux_launch_cost build, see launch-cost/build.log"; return 1; }
+    for n in 1000 10000; do
+        for b in 16384 65536; do
+            timeout -k 5 120 "$work/cux_launch_cost" "$n" "$b" 7 >>"$dir/launch-cost.txt" 2>&1 ||
+                failed "cux_launch_cost $n $b"
+        done
+    done
+    say "launch-cost: $(grep -c 'data check: passed' "$dir/launch-cost.txt") of 4 cases checked"
+}
+
 build || { tar -C "$out" -czf "$out/logs.tar.gz" logs; exit 1; }
 [ "${1:-}" = build ] && exit 0
 for group in ${@:-${CUX_SGL_GROUPS:-lists large single large-many}}; do
-    compare "$group"
+    case $group in
+    launch-cost) launch_cost ;;
+    *) compare "$group" ;;
+    esac
 done
 tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$out/logs"
 exit "$rc"
