@@ -9,6 +9,7 @@
 
 #include <ucs/debug/log.h>
 #include <pthread.h>
+#include <string.h>
 
 #define CUX_COPY_KERNEL_THREADS 256
 #define CUX_COPY_KERNEL_X_MAX   64   /* x blocks per copy: 64 x 256 threads x 16 bytes = 256 KB per pass */
@@ -128,8 +129,8 @@ ucs_status_t cux_copy_kernel_launch(CUcontext ctx, CUstream stream, const CUdevi
                                     const size_t *size, unsigned count)
 {
     const cux_copy_kernel_slot_t *slot = cux_copy_kernel_get(ctx);
-    cux_copy_kernel_batch_large_t large; /* left unset beyond count: the kernel reads count entries */
-    cux_copy_kernel_batch_t batch = {0};
+    cux_copy_kernel_batch_large_t large; /* unset beyond count (the kernel reads count entries): 24 KB not cleared */
+    cux_copy_kernel_batch_t batch;
     void *params[1];
     CUfunction function;
     unsigned x;
@@ -140,6 +141,7 @@ ucs_status_t cux_copy_kernel_launch(CUcontext ctx, CUstream stream, const CUdevi
     }
     /* up to 128 copies take the small kernel: the driver copies 3 KB instead of 24 */
     if (count <= CUX_COPY_KERNEL_MAX) {
+        memset(&batch, 0, sizeof(batch));
         x         = cux_copy_kernel_fill(batch.copy, dst, src, size, count);
         function  = slot->small;
         params[0] = &batch;
