@@ -132,7 +132,7 @@ protected:
         return rb;
     }
 
-    void check_list_launches(long want_launches, long want_large);
+    void check_list_launches(long want_launches, long want_large, const char *list_batch = "1024");
 
     /* Pieces into (or out of) two allocations, of every shape a list may hold. */
     void check_list(bool put)
@@ -376,13 +376,14 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
 
 /* Issue 62: a list's copies go to the GPU in launches of up to 1,024 copies (the large kernel, whose 24 KB parameter
  * CUDA 12.1 drivers take), the last few in the small one (3 KB, which the driver copies faster); a run of copies
- * that holds one too large for the kernel goes to the copy engines alone, not the whole list. Where the driver takes
- * no large parameters the same list goes 128 copies a launch (a fresh process, below: the kernels are loaded once per
+ * that holds one too large for the kernel goes to the copy engines alone, not the whole list. With LIST_BATCH=128,
+ * or where the driver takes no large parameters, the same list goes 128 copies a launch (a fresh process, below: the kernels are loaded once per
  * context). 2,101 pieces: 2,100 of 4 KB scattered backwards, and one of 512 KB (over COPY_KERNEL_MAX) at 1,030. */
-void ipc_sgl::check_list_launches(long want_launches, long want_large)
+void ipc_sgl::check_list_launches(long want_launches, long want_large, const char *list_batch)
 {
     const size_t piece = 4096, count = 2100, big = 512 * 1024, size = 2 * count * piece + big;
-    reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
+    SCOPED_TRACE(std::string("LIST_BATCH=") + list_batch);
+    reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}, {"LIST_BATCH", list_batch}});
     remote_buf a = filled_remote(size, 101);
     ASSERT_NE(0u, a.addr);
     buffer local(buf_kind::cuda0, size);
@@ -414,6 +415,8 @@ TEST_F(ipc_sgl, a_list_goes_1024_copies_a_launch_and_only_the_run_with_a_large_c
     }
     /* copies 0-1023: one large launch; 1024-2047 hold the large copy: copy engines; 2048-2100: one small launch */
     check_list_launches(2, 1);
+    /* LIST_BATCH=128: every launch small, as where the driver takes no large parameters (below) */
+    check_list_launches(16, 0, "128");
 
     command_result r = run_test_in_fresh_process(
         "MOCK_CUDA_NO_LARGE_PARAMS=1",

@@ -887,10 +887,12 @@ TEST_F(ipc_transport, asynchronous_error_reaches_every_copy_of_a_batch)
 /* Odd values are clamped with a warning, and the interface works with what it took. */
 TEST_F(ipc_transport, odd_configuration_values_are_clamped)
 {
-    for (const char *max_batch : {"0", "1000"}) {
-        SCOPED_TRACE(std::string("MAX_BATCH=") + max_batch);
+    const std::pair<const char*, const char*> odd[] = {{"MAX_BATCH", "0"}, {"MAX_BATCH", "1000"},
+                                                       {"LIST_BATCH", "0"}, {"LIST_BATCH", "5000"}};
+    for (const auto &setting : odd) {
+        SCOPED_TRACE(std::string(setting.first) + "=" + setting.second);
         destroy_ep();
-        open_iface({{"MAX_BATCH", max_batch}});
+        open_iface({{setting.first, setting.second}});
         start_peer();
         buffer local(buf_kind::cuda0, 65536);
         remote_buf rb = remote_alloc(65536, 0, 3);

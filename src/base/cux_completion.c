@@ -44,7 +44,7 @@ void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, un
 {
     ucs_list_head_init(&completion->active);
     ucs_list_head_init(&completion->batched);
-    cux_completion_set_max_batch(completion, max_batch);
+    cux_completion_set_max_batch(completion, max_batch, CUX_BATCH_COPIES_MAX);
     completion->kernel_max = 0;
     ucs_queue_head_init(&completion->free_descs);
     ucs_queue_head_init(&completion->pending);

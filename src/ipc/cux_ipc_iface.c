@@ -32,9 +32,14 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      "Most operations whose copies are issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13\n"
      "drivers, or one launch of the copy kernel), at most 128: copies wait to be issued together until the\n"
      "next progress call or until this many operations are waiting. A copy that finds no other in flight is\n"
-     "issued at once. A scatter-gather list's copies go up to 1024 a call (128 a launch where the driver\n"
-     "takes no kernel parameters over 4 KB, before CUDA 12.1). 1 issues every copy at once, in its own call.",
+     "issued at once. A scatter-gather list's copies go LIST_BATCH a call. 1 issues every copy at once, in\n"
+     "its own call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
+    {"LIST_BATCH", "1024",
+     "Most copies of a scatter-gather list issued to the driver in one call, 2 to 1024: one launch of the copy\n"
+     "kernel, whose 1024-copy form needs a driver that takes kernel parameters over 4 KB (CUDA 12.1 and later;\n"
+     "with older ones a launch takes 128). 128 keeps every launch in the small form.",
+     ucs_offsetof(cux_ipc_iface_config_t, list_batch), UCS_CONFIG_TYPE_UINT},
     {"COPY_KERNEL_MAX", "256k",
      "A batch of copies (MAX_BATCH) between GPU memory, none larger than this, goes to the GPU as one kernel\n"
      "launch instead of to its copy engines, which take a few microseconds per copy however small: 16 copies\n"
@@ -203,12 +208,16 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
                   config->super.bandwidth);
         return UCS_ERR_INVALID_PARAM;
     }
-    cux_completion_set_max_batch(&self->super.completion, config->max_batch);
+    cux_completion_set_max_batch(&self->super.completion, config->max_batch, config->list_batch);
     cux_completion_set_kernel_max(&self->super.completion, (config->copy_kernel_max == UCS_MEMUNITS_AUTO) ?
                                   CUX_IPC_COPY_KERNEL_MAX_AUTO : config->copy_kernel_max);
     if (self->super.completion.max_batch != config->max_batch) {
         ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
                  CUX_BATCH_MAX, self->super.completion.max_batch);
+    }
+    if ((self->super.completion.max_batch > 1) && (self->super.completion.max_copies != config->list_batch)) {
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "LIST_BATCH=%u is outside 2..%u: using %u", config->list_batch,
+                 CUX_BATCH_COPIES_MAX, self->super.completion.max_copies);
     }
     cux_ipc_device_eps_init(&self->device_eps);
     return UCS_OK;

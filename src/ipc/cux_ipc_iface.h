@@ -17,6 +17,7 @@
 typedef struct cux_ipc_iface_config {
     cux_iface_config_t super;
     unsigned           max_batch;
+    unsigned           list_batch;
     size_t             copy_kernel_max;
     ucs_on_off_auto_value_t enable_get_zcopy;
 } cux_ipc_iface_config_t;
