@@ -24,6 +24,8 @@
 #   launch-cost  no UCX: bench/cux_launch_cost.cu (built with nvcc) posts 1,000 and 10,000 copies of 16 and 64 KB
 #            as kernel launches, the table by value (128-1,360 copies a launch), in mapped host memory or staged
 #            to the GPU: what a launch costs the host by the way its copies' table reaches the kernel.
+# CUX_SGL_VARIANTS="NAME:VAR=VALUE ..." adds after/'s plain module once more per entry, under NAME with that setting
+# (ours-128:UCX_CUDA_IPC_LIST_BATCH=128: a list's launches in the small form, the same build).
 # Writes $OUT/sgl-post/GROUP/ (blocks_compare's files, and profile.txt: the profiled module's CUXPROF lines).
 set -u
 out=${OUT:-/tmp/cux-out}/sgl-post
@@ -79,8 +81,11 @@ group_args() {
 }
 
 compare() {
-    local group=$1 args dir
+    local group=$1 args dir v variants=()
     args=$(group_args "$group") || { failed "no group '$group'"; return 1; }
+    for v in ${CUX_SGL_VARIANTS:-}; do
+        variants+=(--module "${v%%:*}=$work/after/build/.libs/libuct_cuda.so,${v#*:}")
+    done
     dir=$out/$group
     mkdir -p "$dir"
     nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader >"$dir/gpus.txt" 2>&1
@@ -88,7 +93,7 @@ compare() {
         --module "ucx-master=$prefix/reference-module/libuct_cuda.so.0" \
         --module "ours-before=$work/before/build/.libs/libuct_cuda.so" \
         --module "ours=$work/after/build/.libs/libuct_cuda.so" \
-        --module "ours-profiled=$work/after/build-profile/.libs/libuct_cuda.so" \
+        --module "ours-profiled=$work/after/build-profile/.libs/libuct_cuda.so" "${variants[@]}" \
         --blocks "$work/blocks/cux_blocks" --args "$args" --repeats "$repeats" \
         --timeout "${CUX_SGL_TIMEOUT:-150}" --out "$dir" >"$dir/compare.log" 2>&1
     say "$group: blocks_compare exit $?"
