@@ -23,6 +23,7 @@
 #ifndef CUX_COMPLETION_H_
 #define CUX_COMPLETION_H_
 
+#include "cux_copy_kernel.h"
 #include "cux_event_pool.h"
 
 #include <uct/base/uct_iface.h>
@@ -59,9 +60,7 @@ typedef struct cux_stream_queue {
                                                    whose descriptor is still to come (one at a time per queue) */
     ucs_status_t     batch_status;              /* a failure of that operation's copies issued ahead of its end */
     ucs_list_link_t  batch_link;                /* in completion->batched while anything waits in the batch */
-    CUdeviceptr      batch_dst[CUX_BATCH_COPIES_MAX];
-    CUdeviceptr      batch_src[CUX_BATCH_COPIES_MAX];
-    size_t           batch_size[CUX_BATCH_COPIES_MAX];
+    cux_copy_kernel_desc_t batch_copy[CUX_BATCH_COPIES_MAX]; /* in the copy kernel's layout: a launch reads it */
     cux_copy_allocs_t batch_allocs[CUX_BATCH_COPIES_MAX];
     struct cux_desc  *batch_desc[CUX_BATCH_MAX];
 } cux_stream_queue_t;

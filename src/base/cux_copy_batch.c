@@ -13,64 +13,94 @@
 #include <ucs/debug/log.h>
 #include <ucs/sys/math.h>
 
-/* A batch's copies fit one launch of the large copy kernel. */
-_Static_assert(CUX_BATCH_COPIES_MAX <= CUX_COPY_KERNEL_MAX_LARGE, "a batch holds more copies than a launch takes");
+/* A batch's copies fit one launch of the large copy kernel, which reads its whole table from the queue's array:
+ * a launch of 1,024 starts at the array's first copy, one of 128 at a multiple of 128. */
+_Static_assert(CUX_BATCH_COPIES_MAX == CUX_COPY_KERNEL_MAX_LARGE, "a launch reads the queue's whole array");
+_Static_assert(CUX_BATCH_COPIES_MAX % CUX_COPY_KERNEL_MAX == 0, "launches of 128 stay within the queue's array");
+
+/* Copies for the copy engines go to cuMemcpyBatchAsync in calls of this many, gathered from the queue's array (a
+ * copy engine spends microseconds on each copy: a call per 128 is lost in them). */
+#define CUX_COPY_ENGINE_CALL_MAX 128
 
 /* Whether copies first.. first+count-1 go as one kernel launch: more than one copy (a lone copy completes sooner
  * on a copy engine), each within the bound, and device memory on both sides (the copy's two allocations are
- * known). */
-static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned first, unsigned count)
+ * known). *largest_p: the largest copy's size. */
+static int cux_stream_queue_kernel_fits(const cux_stream_queue_t *sq, unsigned first, unsigned count,
+                                        size_t *largest_p)
 {
+    size_t largest = 0;
     unsigned i;
 
     if (count < 2) {
         return 0;
     }
     for (i = first; i < first + count; ++i) {
-        if ((sq->batch_size[i] > sq->completion->kernel_max) || (sq->batch_allocs[i].dst == 0) ||
+        if ((sq->batch_copy[i].size > sq->completion->kernel_max) || (sq->batch_allocs[i].dst == 0) ||
             (sq->batch_allocs[i].src == 0)) {
             return 0;
         }
+        largest = ucs_max(largest, sq->batch_copy[i].size);
     }
+    *largest_p = largest;
     return 1;
 }
 
-/* Copies first.. first+count-1 for the copy engines: one call where the driver takes batches. */
+/* Copies first.. first+count-1 for the copy engines: calls of up to CUX_COPY_ENGINE_CALL_MAX where the driver takes
+ * batches, else copy by copy. */
 static ucs_status_t cux_stream_queue_issue_copies(cux_stream_queue_t *sq, CUstream stream, unsigned first,
                                                   unsigned count)
 {
     CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    CUdeviceptr dst[CUX_COPY_ENGINE_CALL_MAX], src[CUX_COPY_ENGINE_CALL_MAX];
+    size_t size[CUX_COPY_ENGINE_CALL_MAX];
     size_t attr_index       = 0;
     ucs_status_t status     = UCS_OK;
-    unsigned i;
+    unsigned i, n, end      = first + count;
+    const cux_copy_kernel_desc_t *c;
 
     if ((count > 1) && (cux_drv.cuMemcpyBatchAsync != NULL)) {
-        return CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, sq->batch_dst + first, sq->batch_src + first,
-                                sq->batch_size + first, count, &attr, &attr_index, 1, stream);
+        for (; (first < end) && (status == UCS_OK); first += n) {
+            n = ucs_min(end - first, CUX_COPY_ENGINE_CALL_MAX);
+            for (i = 0; i < n; ++i) {
+                c       = &sq->batch_copy[first + i];
+                dst[i]  = c->dst;
+                src[i]  = c->src;
+                size[i] = c->size;
+            }
+            status = (n == 1) ? cux_copy_async(dst[0], src[0], size[0], &sq->batch_allocs[first], stream) :
+                     CUX_DRV_CALL_ERR(cuMemcpyBatchAsync, dst, src, size, n, &attr, &attr_index, 1, stream);
+        }
+        return status;
     }
-    for (i = first; (i < first + count) && (status == UCS_OK); ++i) {
-        status = cux_copy_async(sq->batch_dst[i], sq->batch_src[i], sq->batch_size[i], &sq->batch_allocs[i], stream);
+    for (i = first; (i < end) && (status == UCS_OK); ++i) {
+        c      = &sq->batch_copy[i];
+        status = cux_copy_async(c->dst, c->src, c->size, &sq->batch_allocs[i], stream);
     }
     return status;
 }
 
 /* The batch's copies on stream, in as few calls as the driver takes: launches of the copy kernel of as many copies
  * as one takes (1,024, or 128 where the driver takes no large parameters), each for the copy engines instead
- * where one of its copies does not fit the kernel. */
+ * where one of its copies does not fit the kernel. The context's kernels are looked up once, for every launch. */
 static ucs_status_t cux_stream_queue_issue(cux_stream_queue_t *sq, CUstream stream, unsigned copies)
 {
-    unsigned chunk = ((copies > 1) && (sq->completion->kernel_max > 0)) ? cux_copy_kernel_capacity(sq->ctx) : 0;
-    ucs_status_t status = UCS_OK;
+    const cux_copy_kernel_t *kernel = NULL;
+    ucs_status_t status             = UCS_OK;
+    unsigned chunk                  = 0;
     unsigned first, count;
+    size_t largest;
 
+    if ((copies > 1) && (sq->completion->kernel_max > 0)) {
+        kernel = cux_copy_kernel_get(sq->ctx);
+        chunk  = cux_copy_kernel_capacity(kernel);
+    }
     if (chunk == 0) {
         return cux_stream_queue_issue_copies(sq, stream, 0, copies);
     }
     for (first = 0; (first < copies) && (status == UCS_OK); first += count) {
         count  = ucs_min(copies - first, chunk);
-        status = cux_stream_queue_kernel_fits(sq, first, count) ?
-                 cux_copy_kernel_launch(sq->ctx, stream, sq->batch_dst + first, sq->batch_src + first,
-                                        sq->batch_size + first, count) :
+        status = cux_stream_queue_kernel_fits(sq, first, count, &largest) ?
+                 cux_copy_kernel_launch(kernel, stream, sq->batch_copy + first, count, largest) :
                  UCS_ERR_UNSUPPORTED;
         if (status == UCS_ERR_UNSUPPORTED) {
             status = cux_stream_queue_issue_copies(sq, stream, first, count);
@@ -165,7 +195,8 @@ static UCS_F_ALWAYS_INLINE int cux_stream_queue_continues(const cux_stream_queue
 
     return (sq->batch_copies > 0) && (allocs != NULL) && (allocs->dst != 0) && (allocs->src != 0) &&
            (sq->batch_allocs[last].dst == allocs->dst) && (sq->batch_allocs[last].src == allocs->src) &&
-           (sq->batch_dst[last] + sq->batch_size[last] == dst) && (sq->batch_src[last] + sq->batch_size[last] == src);
+           (sq->batch_copy[last].dst + sq->batch_copy[last].size == dst) &&
+           (sq->batch_copy[last].src + sq->batch_copy[last].size == src);
 }
 
 /* The queue joins the engine's list of batches with something waiting when its first copy or operation comes. */
@@ -182,7 +213,7 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
     unsigned c;
 
     if (cux_stream_queue_continues(sq, dst, src, allocs)) {
-        sq->batch_size[sq->batch_copies - 1] += length; /* goes with that copy, and fails with it */
+        sq->batch_copy[sq->batch_copies - 1].size += length; /* goes with that copy, and fails with it */
         sq->batch_open = 1;
         return;
     }
@@ -192,9 +223,7 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
     cux_copy_batch_join(sq);
     sq->batch_open      = 1;
     c                   = sq->batch_copies++;
-    sq->batch_dst[c]    = dst;
-    sq->batch_src[c]    = src;
-    sq->batch_size[c]   = length;
+    sq->batch_copy[c]   = (cux_copy_kernel_desc_t){src, dst, length};
     sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
 }
 

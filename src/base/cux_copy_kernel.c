@@ -9,33 +9,22 @@
 
 #include <ucs/debug/log.h>
 #include <pthread.h>
-#include <string.h>
 
 #define CUX_COPY_KERNEL_THREADS 256
 #define CUX_COPY_KERNEL_X_MAX   64   /* x blocks per copy: 64 x 256 threads x 16 bytes = 256 KB per pass */
 
-/* The kernels' parameter: as cux_copy_kernel.cu declares it, CUX_COPY_KERNEL_MAX or CUX_COPY_KERNEL_MAX_LARGE
- * copies. The driver copies the whole declared block at each launch, whatever the count. */
-typedef struct {
-    unsigned long long src, dst, size;
-} cux_copy_kernel_desc_t;
-
-typedef struct {
-    cux_copy_kernel_desc_t copy[CUX_COPY_KERNEL_MAX];
-} cux_copy_kernel_batch_t;
-
-typedef struct {
-    cux_copy_kernel_desc_t copy[CUX_COPY_KERNEL_MAX_LARGE];
-} cux_copy_kernel_batch_large_t;
+/* The table as each kernel's parameter declares it: the driver copies the whole block at each launch. */
+_Static_assert(sizeof(cux_copy_kernel_desc_t) == 24, "the kernel's table is 24 bytes a copy");
 
 /* The kernels in each context they were loaded in: a context gets a slot on its first launch. */
-typedef struct {
+struct cux_copy_kernel {
     CUcontext  ctx;
-    CUfunction small; /* NULL: no kernel loads in this context */
-    CUfunction large; /* NULL: the driver takes no parameters over 4 KB (before CUDA 12.1), or no kernel loads */
-} cux_copy_kernel_slot_t;
+    CUfunction small;    /* NULL: no kernel loads in this context */
+    CUfunction large;    /* NULL: the driver takes no parameters over 4 KB (before CUDA 12.1), or no kernel loads */
+    unsigned   capacity; /* copies a launch: 1024 with large, 128 with small only, 0 */
+};
 
-static cux_copy_kernel_slot_t cux_copy_kernel_slots[2 * CUX_MAX_DEVICES];
+static cux_copy_kernel_t cux_copy_kernel_slots[2 * CUX_MAX_DEVICES];
 static unsigned cux_copy_kernel_num_slots;
 static pthread_mutex_t cux_copy_kernel_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -54,9 +43,9 @@ static CUfunction cux_copy_kernel_load_one(CUcontext ctx, const char *image, con
     return function;
 }
 
-static cux_copy_kernel_slot_t cux_copy_kernel_load(CUcontext ctx)
+static cux_copy_kernel_t cux_copy_kernel_load(CUcontext ctx)
 {
-    cux_copy_kernel_slot_t slot = {ctx, NULL, NULL};
+    cux_copy_kernel_t slot = {ctx, NULL, NULL, 0};
 
     if ((cux_drv.cuModuleLoadData == NULL) || (cux_drv.cuModuleGetFunction == NULL) ||
         (cux_drv.cuLaunchKernel == NULL)) {
@@ -68,19 +57,19 @@ static cux_copy_kernel_slot_t cux_copy_kernel_load(CUcontext ctx)
         ucs_debug("no copy kernel in context %p: its small copies go to the copy engines", ctx);
         return slot;
     }
-    slot.large = cux_copy_kernel_load_one(ctx, cux_copy_kernel_ptx_large, "cux_copy_batch_large");
-    ucs_debug("copy kernel loaded in context %p: %u copies a launch", ctx,
-              (slot.large != NULL) ? CUX_COPY_KERNEL_MAX_LARGE : CUX_COPY_KERNEL_MAX);
+    slot.large    = cux_copy_kernel_load_one(ctx, cux_copy_kernel_ptx_large, "cux_copy_batch_large");
+    slot.capacity = (slot.large != NULL) ? CUX_COPY_KERNEL_MAX_LARGE : CUX_COPY_KERNEL_MAX;
+    ucs_debug("copy kernel loaded in context %p: %u copies a launch", ctx, slot.capacity);
     return slot;
 }
 
 /* The kernels of ctx, loaded on its first use. They live as long as the context (a primary context, retained
  * for the process's life). */
-static const cux_copy_kernel_slot_t *cux_copy_kernel_get(CUcontext ctx)
+const cux_copy_kernel_t *cux_copy_kernel_get(CUcontext ctx)
 {
-    static const cux_copy_kernel_slot_t none = {NULL, NULL, NULL};
+    static const cux_copy_kernel_t none = {NULL, NULL, NULL, 0};
     unsigned i, n = __atomic_load_n(&cux_copy_kernel_num_slots, __ATOMIC_ACQUIRE);
-    const cux_copy_kernel_slot_t *slot = &none;
+    const cux_copy_kernel_t *slot = &none;
 
     for (i = 0; i < n; ++i) {
         if (cux_copy_kernel_slots[i].ctx == ctx) {
@@ -103,53 +92,25 @@ static const cux_copy_kernel_slot_t *cux_copy_kernel_get(CUcontext ctx)
     return slot;
 }
 
-unsigned cux_copy_kernel_capacity(CUcontext ctx)
+unsigned cux_copy_kernel_capacity(const cux_copy_kernel_t *kernel)
 {
-    const cux_copy_kernel_slot_t *slot = cux_copy_kernel_get(ctx);
-
-    return (slot->large != NULL) ? CUX_COPY_KERNEL_MAX_LARGE : (slot->small != NULL) ? CUX_COPY_KERNEL_MAX : 0;
+    return kernel->capacity;
 }
 
-/* Fills the kernel's table and returns the x blocks each copy gets. */
-static unsigned cux_copy_kernel_fill(cux_copy_kernel_desc_t *table, const CUdeviceptr *dst, const CUdeviceptr *src,
-                                     const size_t *size, unsigned count)
+ucs_status_t cux_copy_kernel_launch(const cux_copy_kernel_t *kernel, CUstream stream,
+                                    const cux_copy_kernel_desc_t *table, unsigned count, size_t largest)
 {
-    size_t largest = 0;
-    unsigned i, x;
-
-    for (i = 0; i < count; ++i) {
-        table[i] = (cux_copy_kernel_desc_t){src[i], dst[i], size[i]};
-        largest  = (size[i] > largest) ? size[i] : largest;
-    }
-    x = (unsigned)((largest / 16 + CUX_COPY_KERNEL_THREADS - 1) / CUX_COPY_KERNEL_THREADS);
-    return (x < 1) ? 1 : (x > CUX_COPY_KERNEL_X_MAX) ? CUX_COPY_KERNEL_X_MAX : x;
-}
-
-ucs_status_t cux_copy_kernel_launch(CUcontext ctx, CUstream stream, const CUdeviceptr *dst, const CUdeviceptr *src,
-                                    const size_t *size, unsigned count)
-{
-    const cux_copy_kernel_slot_t *slot = cux_copy_kernel_get(ctx);
-    cux_copy_kernel_batch_large_t large; /* unset beyond count (the kernel reads count entries): 24 KB not cleared */
-    cux_copy_kernel_batch_t batch;
-    void *params[1];
+    /* 16 bytes a thread: x blocks enough for the largest copy, within the bound */
+    size_t x        = (largest / 16 + CUX_COPY_KERNEL_THREADS - 1) / CUX_COPY_KERNEL_THREADS;
+    void *params[1] = {(void*)table};
     CUfunction function;
-    unsigned x;
 
-    if ((count == 0) || (slot->small == NULL) ||
-        (count > ((slot->large != NULL) ? CUX_COPY_KERNEL_MAX_LARGE : CUX_COPY_KERNEL_MAX))) {
+    if ((count == 0) || (count > kernel->capacity)) {
         return UCS_ERR_UNSUPPORTED;
     }
     /* up to 128 copies take the small kernel: the driver copies 3 KB instead of 24 */
-    if (count <= CUX_COPY_KERNEL_MAX) {
-        memset(&batch, 0, sizeof(batch));
-        x         = cux_copy_kernel_fill(batch.copy, dst, src, size, count);
-        function  = slot->small;
-        params[0] = &batch;
-    } else {
-        x         = cux_copy_kernel_fill(large.copy, dst, src, size, count);
-        function  = slot->large;
-        params[0] = &large;
-    }
-    return CUX_DRV_CALL_ERR(cuLaunchKernel, function, x, count, 1, CUX_COPY_KERNEL_THREADS, 1, 1, 0, stream, params,
-                            NULL);
+    function = (count <= CUX_COPY_KERNEL_MAX) ? kernel->small : kernel->large;
+    x        = (x < 1) ? 1 : (x > CUX_COPY_KERNEL_X_MAX) ? CUX_COPY_KERNEL_X_MAX : x;
+    return CUX_DRV_CALL_ERR(cuLaunchKernel, function, (unsigned)x, count, 1, CUX_COPY_KERNEL_THREADS, 1, 1, 0,
+                            stream, params, NULL);
 }

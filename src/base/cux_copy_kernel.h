@@ -21,16 +21,31 @@
 #define CUX_COPY_KERNEL_MAX       128
 #define CUX_COPY_KERNEL_MAX_LARGE 1024
 
-/* How many copies one launch takes in ctx (ctx current): CUX_COPY_KERNEL_MAX_LARGE, CUX_COPY_KERNEL_MAX where the
- * driver takes no large parameters, 0 where no kernel loads. Loads the kernels on the context's first use. */
-unsigned cux_copy_kernel_capacity(CUcontext ctx);
+/* One copy as the kernel's table holds it (cux_copy_kernel.cu): a stream queue keeps its batch in this layout, so
+ * that a launch hands the queue's own array to the driver. */
+typedef struct cux_copy_kernel_desc {
+    unsigned long long src, dst, size;
+} cux_copy_kernel_desc_t;
+
+/* The copy kernels of one context. */
+typedef struct cux_copy_kernel cux_copy_kernel_t;
+
+/* The kernels of ctx (ctx current), loaded on the context's first use; never NULL. A queue looks them up once per
+ * batch and hands them to each launch. */
+const cux_copy_kernel_t *cux_copy_kernel_get(CUcontext ctx);
+
+/* How many copies one launch takes: CUX_COPY_KERNEL_MAX_LARGE, CUX_COPY_KERNEL_MAX where the driver takes no large
+ * parameters, 0 where no kernel loads. */
+unsigned cux_copy_kernel_capacity(const cux_copy_kernel_t *kernel);
 
 /*
- * Issues count copies (1..cux_copy_kernel_capacity(ctx)) between device memory that the current context reaches, as one
- * launch on stream; ctx must be current. UCS_ERR_UNSUPPORTED (logged once, at debug level) where the kernel
- * cannot be loaded in ctx: the caller then uses the copy engines.
+ * Issues the first count copies of table (1..cux_copy_kernel_capacity) between device memory that the current
+ * context reaches, as one launch on stream, each copy's blocks sized for largest (the largest copy's size). The
+ * driver reads the kernel's whole declared parameter from table: CUX_COPY_KERNEL_MAX entries where count is at most
+ * that, else CUX_COPY_KERNEL_MAX_LARGE, must lie in the caller's array (entries beyond count are not used).
+ * UCS_ERR_UNSUPPORTED where no kernel loads, or count does not fit: the caller then uses the copy engines.
  */
-ucs_status_t cux_copy_kernel_launch(CUcontext ctx, CUstream stream, const CUdeviceptr *dst, const CUdeviceptr *src,
-                                    const size_t *size, unsigned count);
+ucs_status_t cux_copy_kernel_launch(const cux_copy_kernel_t *kernel, CUstream stream,
+                                    const cux_copy_kernel_desc_t *table, unsigned count, size_t largest);
 
 #endif
