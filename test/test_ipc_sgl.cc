@@ -132,7 +132,8 @@ protected:
         return rb;
     }
 
-    void check_list_launches(long want_launches, long want_large, const char *list_batch = "1024");
+    void check_list_launches(long want_launches, long want_large, const char *list_batch = "1024",
+                             const char *max_batch = "128");
 
     /* Pieces into (or out of) two allocations, of every shape a list may hold. */
     void check_list(bool put)
@@ -379,11 +380,11 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
  * that holds one too large for the kernel goes to the copy engines alone, not the whole list. With LIST_BATCH=128,
  * or where the driver takes no large parameters, the same list goes 128 copies a launch (a fresh process, below: the kernels are loaded once per
  * context). 2,101 pieces: 2,100 of 4 KB scattered backwards, and one of 512 KB (over COPY_KERNEL_MAX) at 1,030. */
-void ipc_sgl::check_list_launches(long want_launches, long want_large, const char *list_batch)
+void ipc_sgl::check_list_launches(long want_launches, long want_large, const char *list_batch, const char *max_batch)
 {
     const size_t piece = 4096, count = 2100, big = 512 * 1024, size = 2 * count * piece + big;
-    SCOPED_TRACE(std::string("LIST_BATCH=") + list_batch);
-    reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}, {"LIST_BATCH", list_batch}});
+    SCOPED_TRACE(std::string("LIST_BATCH=") + list_batch + ", MAX_BATCH=" + max_batch);
+    reopen({{"MAX_BATCH", max_batch}, {"COPY_KERNEL_MAX", "256k"}, {"LIST_BATCH", list_batch}});
     remote_buf a = filled_remote(size, 101);
     ASSERT_NE(0u, a.addr);
     buffer local(buf_kind::cuda0, size);
@@ -398,11 +399,15 @@ void ipc_sgl::check_list_launches(long want_launches, long want_large, const cha
         list.add(l + 2 * (count - 1 - i) * piece, piece, a.addr + 2 * (count - 1 - i) * piece, a.rkey.rkey);
     }
     const long launches = mock_live("kernel launches"), large = mock_live("large kernel launches");
+    const long copies   = mock_live("issued copies");
     counting_completion comp;
     ASSERT_EQ(UCS_OK, sgl(true, list, comp));
     EXPECT_EQ(1, comp.done);
     EXPECT_EQ(launches + want_launches, mock_live("kernel launches"));
     EXPECT_EQ(large + want_large, mock_live("large kernel launches"));
+    if (want_launches == 0) {
+        EXPECT_EQ(copies + (long)list.buffers.size(), mock_live("issued copies")) << "every copy alone";
+    }
     list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
     EXPECT_TRUE(remote_image(a, size) == want);
     remote_free(a);
@@ -417,6 +422,9 @@ TEST_F(ipc_sgl, a_list_goes_1024_copies_a_launch_and_only_the_run_with_a_large_c
     check_list_launches(2, 1);
     /* LIST_BATCH=128: every launch small, as where the driver takes no large parameters (below) */
     check_list_launches(16, 0, "128");
+    /* each bound by itself: MAX_BATCH=1 issues each operation at once, and a list is one; LIST_BATCH=1 each copy */
+    check_list_launches(2, 1, "1024", "1");
+    check_list_launches(0, 0, "1");
 
     command_result r = run_test_in_fresh_process(
         "MOCK_CUDA_NO_LARGE_PARAMS=1",

@@ -77,21 +77,20 @@ struct cux_completion {
     int              event_fd;      /* -1 until asked for */
     ucs_list_link_t  batched;       /* stream queues with accepted copies */
     unsigned         max_batch;     /* operations per batch, at most CUX_BATCH_MAX */
-    unsigned         max_copies;    /* copies per batch, at most CUX_BATCH_COPIES_MAX; 1 where max_batch is 1 */
+    unsigned         max_copies;    /* copies per batch (a list's), at most CUX_BATCH_COPIES_MAX */
     size_t           kernel_max;    /* a batch of copies this small, device memory on both sides, goes as one
                                        kernel launch (cux_copy_kernel.h); 0: never */
 };
 
 void cux_completion_init(cux_completion_t *completion, unsigned max_inflight, unsigned max_poll, unsigned max_batch);
 
-/* Operations per batch, 1..CUX_BATCH_MAX, and copies per batch (those of a list), 2..CUX_BATCH_COPIES_MAX; a
- * max_batch of 1 issues each copy at once. */
+/* Operations per batch, 1..CUX_BATCH_MAX, and copies per batch (those of a list), 1..CUX_BATCH_COPIES_MAX; each
+ * bound by itself: a max_batch of 1 issues each operation at once, a max_copies of 1 each copy. */
 static inline void cux_completion_set_max_batch(cux_completion_t *completion, unsigned max_batch,
                                                 unsigned max_copies)
 {
     completion->max_batch  = (max_batch < 1) ? 1 : (max_batch > CUX_BATCH_MAX) ? CUX_BATCH_MAX : max_batch;
-    completion->max_copies = (completion->max_batch == 1) ? 1 :
-                             (max_copies < 2) ? 2 :
+    completion->max_copies = (max_copies < 1) ? 1 :
                              (max_copies > CUX_BATCH_COPIES_MAX) ? CUX_BATCH_COPIES_MAX : max_copies;
 }
 

@@ -32,15 +32,15 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      "Most operations whose copies are issued to the driver in one call (cuMemcpyBatchAsync, CUDA 13\n"
      "drivers, or one launch of the copy kernel), at most 128: copies wait to be issued together until the\n"
      "next progress call or until this many operations are waiting. A copy that finds no other in flight is\n"
-     "issued at once. A scatter-gather list's copies go LIST_BATCH a call. 1 issues every copy at once, in\n"
-     "its own call.",
+     "issued at once. 1 issues every operation at once, in its own call; a scatter-gather list is one\n"
+     "operation, whose copies go LIST_BATCH a call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
     /* 1024 is not yet measured against 128 (the form before, 43-45 ns a copy in 5.3-5.5 us launches on one H200:
      * issue 62); the GPU host's sgl-post compares them in one build (CUX_SGL_VARIANTS). */
     {"LIST_BATCH", "1024",
-     "Most copies of a scatter-gather list issued to the driver in one call, 2 to 1024: one launch of the copy\n"
+     "Most copies of a scatter-gather list issued to the driver in one call, 1 to 1024: one launch of the copy\n"
      "kernel, whose 1024-copy form needs a driver that takes kernel parameters over 4 KB (CUDA 12.1 and later;\n"
-     "with older ones a launch takes 128). 128 keeps every launch in the small form.",
+     "with older ones a launch takes 128). 128 keeps every launch in the small form; 1 issues each copy alone.",
      ucs_offsetof(cux_ipc_iface_config_t, list_batch), UCS_CONFIG_TYPE_UINT},
     {"COPY_KERNEL_MAX", "256k",
      "A batch of copies (MAX_BATCH) between GPU memory, none larger than this, goes to the GPU as one kernel\n"
@@ -217,8 +217,8 @@ static UCS_CLASS_INIT_FUNC(cux_ipc_iface_t, uct_md_h md, uct_worker_h worker, co
         ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "MAX_BATCH=%u is outside 1..%u: using %u", config->max_batch,
                  CUX_BATCH_MAX, self->super.completion.max_batch);
     }
-    if ((self->super.completion.max_batch > 1) && (self->super.completion.max_copies != config->list_batch)) {
-        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "LIST_BATCH=%u is outside 2..%u: using %u", config->list_batch,
+    if (self->super.completion.max_copies != config->list_batch) {
+        ucs_warn("UCX_" CUX_IPC_CONFIG_PREFIX "LIST_BATCH=%u is outside 1..%u: using %u", config->list_batch,
                  CUX_BATCH_COPIES_MAX, self->super.completion.max_copies);
     }
     cux_ipc_device_eps_init(&self->device_eps);
