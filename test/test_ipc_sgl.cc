@@ -132,6 +132,22 @@ protected:
         return rb;
     }
 
+    /* The two sides of a list's test: a (a remote allocation holding pattern(seed), addr 0 if it could not be made
+     * or filled), local (holding pattern(seed + 1): mine; l its address), and want (what a is to hold: its pattern,
+     * until a list's apply). */
+    struct list_sides {
+        remote_buf           a;
+        buffer               local;
+        std::vector<uint8_t> mine, want;
+        uint8_t             *l;
+
+        list_sides(ipc_sgl &test, size_t size, uint64_t seed) :
+            a(test.filled_remote(size, seed)), local(buf_kind::cuda0, size), mine(written(local, seed + 1)),
+            want(pattern(seed, size)), l((uint8_t*)local.ptr())
+        {
+        }
+    };
+
     void check_list_launches(long want_launches, long want_large, const char *list_batch = "1024",
                              const char *max_batch = "128");
 
@@ -267,19 +283,16 @@ TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
         SCOPED_TRACE(std::string("MAX_INFLIGHT=") + max_inflight);
         const bool room = !strcmp(max_inflight, "2");
         reopen({{"MAX_INFLIGHT", max_inflight}});
-        remote_buf a = filled_remote(size, 91);
-        ASSERT_NE(0u, a.addr);
-        buffer local(buf_kind::cuda0, size);
-        const std::vector<uint8_t> mine = written(local, 92);
-        uint8_t *l = (uint8_t*)local.ptr();
+        list_sides s(*this, size, 91);
+        ASSERT_NE(0u, s.a.addr);
 
-        uct_iov_t iov = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+        uct_iov_t iov = {s.l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
         counting_completion first;
-        ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, a.addr, a.rkey.rkey, &first.comp))
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov, 1, s.a.addr, s.a.rkey.rkey, &first.comp))
             << "a copy in flight, holding one place";
         sgl_list list; /* every other block: 100 pieces, none continuing another */
         for (size_t i = 1; i <= count; ++i) {
-            list.add(l + 2 * i * piece, piece, a.addr + 2 * i * piece, a.rkey.rkey);
+            list.add(s.l + 2 * i * piece, piece, s.a.addr + 2 * i * piece, s.a.rkey.rkey);
         }
         counting_completion comp;
         ucs_status_t status = sgl_raw(list, nullptr, nullptr, comp);
@@ -289,20 +302,20 @@ TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
             EXPECT_EQ(1, comp.done);
         }
         EXPECT_EQ(UCS_OK, wait(&first.comp));
-        std::vector<uint8_t> want = pattern(91, size);
-        std::copy(mine.begin(), mine.begin() + piece, want.begin());
+        std::vector<uint8_t> &want = s.want;
+        std::copy(s.mine.begin(), s.mine.begin() + piece, want.begin());
         if (room) {
-            list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
+            list.apply(true, s.mine, (uintptr_t)s.l, want, 0, s.a.addr, s.a.rkey.rkey);
         }
-        EXPECT_TRUE(remote_image(a, size) == want) << "the list's pieces, if it went, and nothing else";
+        EXPECT_TRUE(remote_image(s.a, size) == want) << "the list's pieces, if it went, and nothing else";
 
         if (!room) {
             counting_completion again;
             EXPECT_EQ(UCS_OK, sgl(true, list, again)) << "the whole list, once there is room";
-            list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
-            EXPECT_TRUE(remote_image(a, size) == want);
+            list.apply(true, s.mine, (uintptr_t)s.l, want, 0, s.a.addr, s.a.rkey.rkey);
+            EXPECT_TRUE(remote_image(s.a, size) == want);
         }
-        remote_free(a);
+        remote_free(s.a);
     }
 }
 
@@ -316,19 +329,15 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
     }
     const size_t piece = 4096, count = 1000, size = 2 * count * piece;
     reopen({{"MAX_BATCH", "128"}, {"COPY_KERNEL_MAX", "256k"}});
-    remote_buf a = filled_remote(size, 95);
-    ASSERT_NE(0u, a.addr);
-    buffer local(buf_kind::cuda0, size);
-    const std::vector<uint8_t> mine = written(local, 96);
-    uint8_t *l = (uint8_t*)local.ptr();
-    std::vector<uint8_t> want = pattern(95, size);
+    list_sides s(*this, size, 95);
+    ASSERT_NE(0u, s.a.addr);
 
     for (bool adjacent : {true, false}) {
         SCOPED_TRACE(adjacent ? "adjacent blocks" : "scattered blocks");
         sgl_list list;
         for (size_t i = 0; i < count; ++i) { /* scattered: every other block, backwards */
             const size_t at = adjacent ? i * piece : 2 * (count - 1 - i) * piece;
-            list.add(l + at, piece, a.addr + at, a.rkey.rkey);
+            list.add(s.l + at, piece, s.a.addr + at, s.a.rkey.rkey);
         }
         const long copies = mock_live("issued copies"), launches = mock_live("kernel launches");
         const long events = mock_live("event records");
@@ -344,10 +353,10 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
         } else {
             EXPECT_EQ(launches + 1, mock_live("kernel launches")) << "scattered blocks: one launch for 1,000 copies";
         }
-        list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
-        EXPECT_TRUE(remote_image(a, size) == want);
+        list.apply(true, s.mine, (uintptr_t)s.l, s.want, 0, s.a.addr, s.a.rkey.rkey);
+        EXPECT_TRUE(remote_image(s.a, size) == s.want);
     }
-    remote_free(a);
+    remote_free(s.a);
 
     /* one allocation per block on the remote side: one lookup each, one event for all; more blocks than one hold of
      * the cache's lock takes (256), mapped on the first list and found held on the second */
@@ -356,7 +365,7 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
     for (size_t i = 0; i < 300; ++i) {
         blocks.push_back(remote_alloc(piece, 0, 100 + i, alloc_legacy));
         ASSERT_NE(0u, blocks.back().addr);
-        list.add(l + (i % 64) * piece, piece, blocks.back().addr, blocks.back().rkey.rkey);
+        list.add(s.l + (i % 64) * piece, piece, blocks.back().addr, blocks.back().rkey.rkey);
     }
     for (int pass = 0; pass < 2; ++pass) {
         const long events     = mock_live("event records");
@@ -369,7 +378,7 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
     }
     for (size_t i = 0; i < blocks.size(); ++i) {
         EXPECT_TRUE(remote_image(blocks[i], piece) ==
-                    std::vector<uint8_t>(mine.begin() + (i % 64) * piece, mine.begin() + (i % 64 + 1) * piece))
+                    std::vector<uint8_t>(s.mine.begin() + (i % 64) * piece, s.mine.begin() + (i % 64 + 1) * piece))
             << "block " << i;
         remote_free(blocks[i]);
     }
@@ -378,25 +387,22 @@ TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_bat
 /* Issue 62: a list's copies go to the GPU in launches of up to 1,024 copies (the large kernel, whose 24 KB parameter
  * CUDA 12.1 drivers take), the last few in the small one (3 KB, which the driver copies faster); a run of copies
  * that holds one too large for the kernel goes to the copy engines alone, not the whole list. With LIST_BATCH=128,
- * or where the driver takes no large parameters, the same list goes 128 copies a launch (a fresh process, below: the kernels are loaded once per
- * context). 2,101 pieces: 2,100 of 4 KB scattered backwards, and one of 512 KB (over COPY_KERNEL_MAX) at 1,030. */
+ * or where the driver takes no large parameters, the same list goes 128 copies a launch (a fresh process, below:
+ * the kernels are loaded once per context). 2,101 pieces: 2,100 of 4 KB scattered backwards, and one of 512 KB
+ * (over COPY_KERNEL_MAX) at 1,030. */
 void ipc_sgl::check_list_launches(long want_launches, long want_large, const char *list_batch, const char *max_batch)
 {
     const size_t piece = 4096, count = 2100, big = 512 * 1024, size = 2 * count * piece + big;
     SCOPED_TRACE(std::string("LIST_BATCH=") + list_batch + ", MAX_BATCH=" + max_batch);
     reopen({{"MAX_BATCH", max_batch}, {"COPY_KERNEL_MAX", "256k"}, {"LIST_BATCH", list_batch}});
-    remote_buf a = filled_remote(size, 101);
-    ASSERT_NE(0u, a.addr);
-    buffer local(buf_kind::cuda0, size);
-    const std::vector<uint8_t> mine = written(local, 102);
-    uint8_t *l = (uint8_t*)local.ptr();
-    std::vector<uint8_t> want = pattern(101, size);
+    list_sides s(*this, size, 101);
+    ASSERT_NE(0u, s.a.addr);
     sgl_list list;
     for (size_t i = 0; i < count; ++i) {
         if (i == 1030) {
-            list.add(l + 2 * count * piece, big, a.addr + 2 * count * piece, a.rkey.rkey);
+            list.add(s.l + 2 * count * piece, big, s.a.addr + 2 * count * piece, s.a.rkey.rkey);
         }
-        list.add(l + 2 * (count - 1 - i) * piece, piece, a.addr + 2 * (count - 1 - i) * piece, a.rkey.rkey);
+        list.add(s.l + 2 * (count - 1 - i) * piece, piece, s.a.addr + 2 * (count - 1 - i) * piece, s.a.rkey.rkey);
     }
     const long launches = mock_live("kernel launches"), large = mock_live("large kernel launches");
     const long copies   = mock_live("issued copies");
@@ -408,9 +414,9 @@ void ipc_sgl::check_list_launches(long want_launches, long want_large, const cha
     if (want_launches == 0) {
         EXPECT_EQ(copies + (long)list.buffers.size(), mock_live("issued copies")) << "every copy alone";
     }
-    list.apply(true, mine, (uintptr_t)l, want, 0, a.addr, a.rkey.rkey);
-    EXPECT_TRUE(remote_image(a, size) == want);
-    remote_free(a);
+    list.apply(true, s.mine, (uintptr_t)s.l, s.want, 0, s.a.addr, s.a.rkey.rkey);
+    EXPECT_TRUE(remote_image(s.a, size) == s.want);
+    remote_free(s.a);
 }
 
 TEST_F(ipc_sgl, a_list_goes_1024_copies_a_launch_and_only_the_run_with_a_large_copy_to_the_copy_engines)
@@ -447,20 +453,18 @@ TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_rep
     }
     const size_t piece = 4096, count = 1100, size = 4 * count * piece;
     reopen({{"MAX_BATCH", "4"}, {"COPY_KERNEL_MAX", "256k"}});
-    remote_buf a = filled_remote(size, 97);
-    ASSERT_NE(0u, a.addr);
-    buffer local(buf_kind::cuda0, size);
-    uint8_t *l = (uint8_t*)local.ptr();
-    written(local, 98);
+    list_sides s(*this, size, 97);
+    ASSERT_NE(0u, s.a.addr);
 
     /* one copy in flight, so that the next waits in the batch with its end */
-    uct_iov_t iov0 = {l, piece, UCT_MEM_HANDLE_NULL, 0, 1}, iov1 = {l + 2 * piece, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+    uct_iov_t iov0 = {s.l, piece, UCT_MEM_HANDLE_NULL, 0, 1};
+    uct_iov_t iov1 = {s.l + 2 * piece, piece, UCT_MEM_HANDLE_NULL, 0, 1};
     counting_completion first, waiting;
-    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov0, 1, a.addr, a.rkey.rkey, &first.comp));
-    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov1, 1, a.addr + 2 * piece, a.rkey.rkey, &waiting.comp));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov0, 1, s.a.addr, s.a.rkey.rkey, &first.comp));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(m_ep, &iov1, 1, s.a.addr + 2 * piece, s.a.rkey.rkey, &waiting.comp));
     sgl_list list; /* scattered: the batch fills at 1,024 copies, the earlier one and the list's first 1,023 */
     for (size_t i = 0; i < count; ++i) {
-        list.add(l + (4 + 3 * i) * piece, piece, a.addr + (4 + 3 * i) * piece, a.rkey.rkey);
+        list.add(s.l + (4 + 3 * i) * piece, piece, s.a.addr + (4 + 3 * i) * piece, s.a.rkey.rkey);
     }
     setenv("MOCK_CUDA_FAIL", "cuLaunchKernel:0:1", 1); /* that batch's launch, once */
     counting_completion comp;
@@ -471,7 +475,7 @@ TEST_F(ipc_sgl, a_list_whose_first_copies_failed_with_another_operations_end_rep
     EXPECT_NE(UCS_OK, wait(&waiting.comp)) << "the operation that ended in the failed batch";
     EXPECT_NE(UCS_OK, wait(&comp.comp)) << "the list whose first copies were in the failed batch";
     EXPECT_EQ(1, comp.done);
-    remote_free(a);
+    remote_free(s.a);
 }
 
 /* Issue 45, item 4: a list whose later element carries a key its peer no longer holds (the buffer freed and its
