@@ -76,6 +76,7 @@ static int mock_device_memory(CUdeviceptr p, size_t n)
 CUresult m_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shared, CUstream s, void **params, void **extra)
 {
+    static __thread unsigned long long table[3 * MOCK_KERNEL_COPIES_LARGE];
     const unsigned long long *copy;
     CUresult res = mock_injected("cuLaunchKernel", CUDA_ERROR_LAUNCH_FAILED);
     unsigned i;
@@ -89,7 +90,11 @@ CUresult m_cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigne
         (bx == 0) || (bx > 1024) || (by != 1) || (bz != 1)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    copy = (const unsigned long long*)params[0]; /* {src, dst, size} per copy */
+    /* the driver copies the kernel's whole declared parameter, whatever gy: so does the mock (a sanitizer sees a
+     * caller's array too short for it) */
+    memcpy(table, params[0], 3 * sizeof(*table) * ((function == MOCK_FUNCTION) ? MOCK_KERNEL_COPIES :
+                                                                                 MOCK_KERNEL_COPIES_LARGE));
+    copy = table; /* {src, dst, size} per copy */
     for (i = 0; i < gy; ++i) {
         if (!mock_device_memory(copy[3 * i], copy[3 * i + 2]) ||
             !mock_device_memory(copy[3 * i + 1], copy[3 * i + 2])) {
