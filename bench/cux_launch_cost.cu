@@ -98,30 +98,35 @@ template <int K> static void post_param()
 
 static desc *host_table, *dev_table;
 
-static void post_mapped(unsigned k)
+/* The table written into pinned host memory, k copies a launch; the kernel reads it there over the bus (mapped), or
+ * from a copy on the GPU made ahead of each launch (staged). */
+static void post_by_pointer(unsigned k, bool staged)
 {
-    desc *dev;
-    CHECK(cudaHostGetDevicePointer((void**)&dev, host_table, 0));
+    desc *table = dev_table;
+    if (!staged) {
+        CHECK(cudaHostGetDevicePointer((void**)&table, host_table, 0));
+    }
     for (unsigned first = 0; first < copies; first += k) {
         unsigned n = (copies - first < k) ? copies - first : k;
         for (unsigned i = 0; i < n; ++i) {
             host_table[first + i] = desc_of(first + i);
         }
-        by_pointer<<<dim3(grid_x, n), THREADS, 0, stream>>>(dev + first);
+        if (staged) {
+            CHECK(cudaMemcpyAsync(dev_table + first, host_table + first, n * sizeof(desc), cudaMemcpyHostToDevice,
+                                  stream));
+        }
+        by_pointer<<<dim3(grid_x, n), THREADS, 0, stream>>>(table + first);
     }
+}
+
+static void post_mapped(unsigned k)
+{
+    post_by_pointer(k, false);
 }
 
 static void post_staged(unsigned k)
 {
-    for (unsigned first = 0; first < copies; first += k) {
-        unsigned n = (copies - first < k) ? copies - first : k;
-        for (unsigned i = 0; i < n; ++i) {
-            host_table[first + i] = desc_of(first + i);
-        }
-        CHECK(cudaMemcpyAsync(dev_table + first, host_table + first, n * sizeof(desc), cudaMemcpyHostToDevice,
-                              stream));
-        by_pointer<<<dim3(grid_x, n), THREADS, 0, stream>>>(dev_table + first);
-    }
+    post_by_pointer(k, true);
 }
 
 typedef struct {
