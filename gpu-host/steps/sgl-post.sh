@@ -25,7 +25,7 @@
 #            as kernel launches, the table by value (128-1,360 copies a launch), in mapped host memory or staged
 #            to the GPU: what a launch costs the host by the way its copies' table reaches the kernel.
 # CUX_SGL_VARIANTS="NAME:VAR=VALUE ..." adds after/'s plain module once more per entry, under NAME with that setting
-# (ours-128:UCX_CUDA_IPC_LIST_BATCH=128: a list's launches in the small form, the same build).
+# (ours-1024:UCX_CUDA_IPC_LIST_BATCH=1024: a list's launches in the large form, the same build).
 # Writes $OUT/sgl-post/GROUP/ (blocks_compare's files, and profile.txt: the profiled module's CUXPROF lines).
 set -u
 out=${OUT:-/tmp/cux-out}/sgl-post

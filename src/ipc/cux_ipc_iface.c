@@ -35,12 +35,13 @@ static ucs_config_field_t cux_ipc_iface_config_table[] = {
      "issued at once. 1 issues every operation at once, in its own call; a scatter-gather list is one\n"
      "operation, whose copies go LIST_BATCH a call.",
      ucs_offsetof(cux_ipc_iface_config_t, max_batch), UCS_CONFIG_TYPE_UINT},
-    /* 1024 is not yet measured against 128 (the form before, 43-45 ns a copy in 5.3-5.5 us launches on one H200:
-     * issue 62); the GPU host's sgl-post compares them in one build (CUX_SGL_VARIANTS). */
-    {"LIST_BATCH", "1024",
+    /* 128: 1,024 a launch costs the host 9-13 ns a copy against 30-39 ns (bench/cux_launch_cost.cu), but through
+     * UCP's lists it is no faster beyond the spread (H100, 2026-12-07, issue 62), and the small form runs on every
+     * driver. */
+    {"LIST_BATCH", "128",
      "Most copies of a scatter-gather list issued to the driver in one call, 1 to 1024: one launch of the copy\n"
-     "kernel, whose 1024-copy form needs a driver that takes kernel parameters over 4 KB (CUDA 12.1 and later;\n"
-     "with older ones a launch takes 128). 128 keeps every launch in the small form; 1 issues each copy alone.",
+     "kernel. Above 128, launches take its 1024-copy form, which needs a driver that takes kernel parameters\n"
+     "over 4 KB (CUDA 12.1 and later; with older ones a launch takes 128). 1 issues each copy alone.",
      ucs_offsetof(cux_ipc_iface_config_t, list_batch), UCS_CONFIG_TYPE_UINT},
     {"COPY_KERNEL_MAX", "256k",
      "A batch of copies (MAX_BATCH) between GPU memory, none larger than this, goes to the GPU as one kernel\n"
