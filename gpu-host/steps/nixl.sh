@@ -31,7 +31,8 @@
 #           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"; "lone": 64 KB-4 MB with one or two
-# descriptors, 1,000 iterations), CUX_NIXL_OPS their operations (nixl_compare.py --ops: default WRITE and READ),
+# descriptors, 1,000 iterations; "batched": 4-64 KB with 64-1,024 descriptors, a quarter of small's cells, so that
+# five or more repeats fit one call where two repeats of small cannot tell builds apart), CUX_NIXL_OPS their operations (nixl_compare.py --ops: default WRITE and READ),
 # CUX_NIXL_KV_BLOCKS the blocks per transfer of the kv stage (default "1024 16384") and CUX_NIXL_KV_OPS its
 # operations (default "write read"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
 # and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
@@ -172,6 +173,11 @@ if has sweep && sweep_has lone; then
     # one or two descriptors of 64 KB-4 MB per transfer, many iterations: the cells a lone large descriptor decides
     compare sweep-lone "$vram --start_block_size 65536 --max_block_size 4194304 --start_batch_size 1 \
         --max_batch_size 2 --num_iter 1000 --warmup_iter 100" --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
+fi
+if has sweep && sweep_has batched; then
+    # the cells where posting decides (issue 62, item 3): run-to-run spread there is 10-15% at two repeats
+    compare sweep-batched "$vram --start_block_size 4096 --max_block_size 65536 --start_batch_size 64 \
+        --max_batch_size 1024 --num_iter 200 --warmup_iter 20" --repeats "${CUX_NIXL_SWEEP_REPEATS:-$repeats}"
 fi
 if has sweep && sweep_has kv-shape; then
     compare kv-shape "$vram --start_block_size 46080 --max_block_size 46080 --start_batch_size 1024 \
