@@ -69,11 +69,17 @@ installed() { dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 2>/dev/null | 
 before=$(installed)
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-# what this run added (dependencies included), for apt-get remove; earlier runs' additions kept
+# what this run added (dependencies included), for apt-get remove; earlier runs' additions kept. The file changes
+# only when packages were added, so that test/run-all.sh configures its build again then (configure finds mpicc)
 mkdir -p "$dest"
-touch "$dest/installed-packages.txt"
+[ -f "$dest/installed-packages.txt" ] || : >"$dest/installed-packages.txt"
 comm -13 <(echo "$before") <(installed) | cat - "$dest/installed-packages.txt" | sed '/^$/d' | sort -u \
-    >"$dest/installed-packages.txt.new" && mv "$dest/installed-packages.txt.new" "$dest/installed-packages.txt"
+    >"$dest/installed-packages.txt.new"
+if cmp -s "$dest/installed-packages.txt.new" "$dest/installed-packages.txt"; then
+    rm -f "$dest/installed-packages.txt.new"
+else
+    mv "$dest/installed-packages.txt.new" "$dest/installed-packages.txt"
+fi
 
 ver=$(dpkg-query -W -f='${Version}' libucx-dev)
 upstream=${ver%%-*}; upstream=${upstream#*:}; upstream=${upstream%%+*}

@@ -28,7 +28,11 @@ step "configure and build in ./build" 3
 [ -x configure ] || ./autogen.sh >/dev/null
 mkdir -p build
 cd build
-if [ ! -f Makefile ] || [ ../configure -nt Makefile ] || [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" != "$UCX_SRC" ]; then
+# configured again where install-deps added packages since (a quick start's build, configured before the tests'
+# packages came, would leave the MPI tests out: configure looks for mpicc)
+added="$(dirname "$UCX_SRC")/installed-packages.txt"
+if [ ! -f Makefile ] || [ ../configure -nt Makefile ] || [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" != "$UCX_SRC" ] ||
+    [ "$added" -nt Makefile ]; then
     ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" >configure.log 2>&1 ||
         { tail -n 30 configure.log; exit 1; }
 fi
