@@ -320,8 +320,9 @@ TEST_F(ipc_sgl, a_list_takes_one_place_in_flight_and_goes_whole_or_not_at_all)
 }
 
 /* Issue 62: what a list costs the driver. Adjacent blocks of one allocation on each side are one copy; scattered
- * ones go as one kernel launch per 128 copies (LIST_BATCH's default); either way the list records one event, and its pieces' mapping
- * is looked up once. A list of blocks each in its own allocation looks up each (the cache's hits count them). */
+ * ones go as one kernel launch per 128 copies (LIST_BATCH's default); either way the list records one event, and its
+ * pieces' mapping is looked up once. A list of blocks each in its own allocation looks up each (the cache's hits
+ * count them). */
 TEST_F(ipc_sgl, a_list_costs_one_event_and_its_copies_merged_and_launched_in_batches)
 {
     if (!using_mock_driver() || (getenv("MOCK_CUDA_ASYNC") == NULL)) {

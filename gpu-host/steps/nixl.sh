@@ -32,7 +32,8 @@
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"; "lone": 64 KB-4 MB with one or two
 # descriptors, 1,000 iterations; "batched": 4-64 KB with 64-1,024 descriptors, a quarter of small's cells, so that
-# five or more repeats fit one call where two repeats of small cannot tell builds apart), CUX_NIXL_OPS their operations (nixl_compare.py --ops: default WRITE and READ),
+# five or more repeats fit one call where two repeats of small cannot tell builds apart), CUX_NIXL_OPS their
+# operations (nixl_compare.py --ops: default WRITE and READ),
 # CUX_NIXL_KV_BLOCKS the blocks per transfer of the kv stage (default "1024 16384") and CUX_NIXL_KV_OPS its
 # operations (default "write read"), CUX_NIXL_FAULT_SHAPES the faults' sizes ("-s 4m -k 512;...")
 # and CUX_NIXL_FAULT_REPEATS their repeats (default 1). Writes $OUT/nixl.txt and $OUT/nixl-logs.tar.gz.
