@@ -10,6 +10,7 @@
 # CARRY holds ucx-1.22.0-src.tar.gz (gpu-host/prepare/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
 # with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22); a dist
 # tarball in CARRY/before/ adds ours of that commit to every comparison as ours-before, between UCX's and ours.
+# gpu-host/prepare/prepare-nixl-carry.sh makes such a carry from a fresh checkout.
 # CUX_NIXL_UCX=NAME takes CARRY/NAME-src.tar.gz (its tree NAME) instead, into /opt/NAME-cuda: UCX master for
 # NIXL's scatter-gather path (issue 62: NIXL master built against it); CUX_NIXL_SGL=1 adds each module once more
 # with NIXL_UCX_SGL_ENABLE=1 (ucx-sgl, ours-sgl) to every comparison. CUX_NIXL_PREFIX and CUX_NIXL_UCX_SRC name a
