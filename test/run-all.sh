@@ -24,15 +24,19 @@ if [ -z "${UCX_SRC:-}" ]; then
     fi
 fi
 
+# Whether the build in the current directory is configured for this tree, this UCX source and the packages there
+# are: install-deps's list of what it added changes only when it adds some (a quick start's build, configured
+# before the tests' packages came, would leave the MPI tests out: configure looks for mpicc).
+configured() {
+    [ -f Makefile ] && ! [ ../configure -nt Makefile ] && [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" = "$UCX_SRC" ] &&
+        ! [ "$(dirname "$UCX_SRC")/installed-packages.txt" -nt Makefile ]
+}
+
 step "configure and build in ./build" 3
 [ -x configure ] || ./autogen.sh >/dev/null
 mkdir -p build
 cd build
-# configured again where install-deps added packages since (a quick start's build, configured before the tests'
-# packages came, would leave the MPI tests out: configure looks for mpicc)
-added="$(dirname "$UCX_SRC")/installed-packages.txt"
-if [ ! -f Makefile ] || [ ../configure -nt Makefile ] || [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" != "$UCX_SRC" ] ||
-    [ "$added" -nt Makefile ]; then
+if ! configured; then
     ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" >configure.log 2>&1 ||
         { tail -n 30 configure.log; exit 1; }
 fi
@@ -45,7 +49,7 @@ sanitizer_build() { # directory, compiler and linker flags
     local dir=$top/$1 flags=$2 ldflags=$3
     mkdir -p "$dir"
     (cd "$dir" &&
-        { [ -f Makefile ] && [ ../configure -ot Makefile ] && [ "$(sed -n 's/^UCX_SRC = //p' Makefile)" = "$UCX_SRC" ] ||
+        { configured ||
           ../configure --with-ucx="$prefix" --with-ucx-src="$UCX_SRC" CFLAGS="$flags" CXXFLAGS="$flags" \
               LDFLAGS="$ldflags" >configure.log 2>&1; } &&
         make -j"$(nproc)" >make.log 2>&1 && make -j"$(nproc)" check TESTS= >make-check.log 2>&1) ||
