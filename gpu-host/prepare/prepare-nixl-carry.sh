@@ -27,15 +27,9 @@ trap 'rm -rf "$work"; git -C "$top" worktree prune' EXIT
 [ -f "$carry/$ucx_name-src.tar.gz" ] ||
     "$top/gpu-host/prepare/prepare-ucx-src.sh" "$ucx_tree" "$carry/$ucx_name-src.tar.gz"
 
-if [ ! -x "$prefix/bin/ucx_info" ]; then
-    tar -C "$work" -xzf "$carry/$ucx_name-src.tar.gz"
-    # no Java or Go bindings: their builds download from registries this machine does not reach
-    (cd "$work/$ucx_name" &&
-        ./configure --prefix="$prefix" --without-cuda --without-verbs --without-rdmacm --without-java --without-go \
-            --disable-logging --disable-debug --disable-assertions --disable-params-check >configure.log 2>&1 &&
-        make -j"$(nproc)" >make.log 2>&1 && make install >install.log 2>&1) ||
-        { echo "prepare-nixl-carry: the UCX build failed in $work/$ucx_name" >&2; trap - EXIT; exit 1; }
-fi
+[ -x "$prefix/bin/ucx_info" ] ||
+    CUX_UCX_CONFIGURE_EXTRA="--without-verbs --without-rdmacm" \
+        "$top/contrib/build-reference-ucx.sh" "$carry/$ucx_name-src.tar.gz" "$prefix" none
 
 [ -x "$carry/nixl/bin/nixlbench" ] ||
     CUX_NIXL_TESTS=${CUX_NIXL_TESTS:-0} "$top/contrib/build-nixl.sh" "$nixl_tree" "$prefix" "$carry/nixl"
