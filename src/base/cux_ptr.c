@@ -52,7 +52,8 @@ ucs_status_t cux_ptr_query(const void *address, cux_ptr_info_t *info)
      * For other memory the mapping is the range, or more (the driver's own chunk), or, in a memory pool, less:
      * the pool's 32 MB chunk at address (bench/cux_pool_probe), while the pool exports and imports the whole
      * range as one allocation: the range stays. */
-    if ((map_size != 0) && (pool == 0) && (map_base >= base) && (map_base + map_size <= base + size) && (map_size < size)) {
+    if ((map_size != 0) && (pool == 0) && (map_base >= base) && (map_base + map_size <= base + size) &&
+        (map_size < size)) {
         base = map_base;
         size = map_size;
     }

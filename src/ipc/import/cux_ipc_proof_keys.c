@@ -96,7 +96,8 @@ ucs_status_t cux_ipc_peer_read_span(cux_ipc_peer_t *peer, const cux_ipc_rkey_t *
     if (peer->channel >= 0) {
         status = cux_ipc_proof_channel_span(peer, key, piece);
     } else {
-        status = (peer->readable && (cux_ipc_peer_read_bounded(peer->pid, key->span.table, piece, len) == (ssize_t)len)) ?
+        status = (peer->readable &&
+                  (cux_ipc_peer_read_bounded(peer->pid, key->span.table, piece, len) == (ssize_t)len)) ?
                  UCS_OK : UCS_ERR_UNREACHABLE;
     }
     if (status != UCS_OK) {
