@@ -74,10 +74,11 @@ def run(args, op, extra_env):
     cmd = [os.path.join(args.nixl, "bin", "nixlbench"), "--runtime_type", "ASIO", "--asio_port", port,
            "--backend", "UCX", "--op_type", op, "--check_consistency"] + args.args.split()
     killer = ["timeout", "-k", "5", str(args.timeout)]
-    initiator = subprocess.Popen(killer + cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    pin_i, pin_t = (["taskset", "-c", c] for c in args.cpus.split(":")) if args.cpus else ([], [])
+    initiator = subprocess.Popen(killer + pin_i + cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True)
     time.sleep(1.0)  # the initiator must be the one that listens
-    target = subprocess.Popen(killer + args.target_wrap.split() + cmd, env=env, stdout=subprocess.PIPE,
+    target = subprocess.Popen(killer + args.target_wrap.split() + pin_t + cmd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     out_i, _ = initiator.communicate()
     out_t, _ = target.communicate()
@@ -101,10 +102,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=300, help="seconds per run")
     ap.add_argument("--target-wrap", default="", help="command the target process runs under")
+    ap.add_argument("--cpus", default="", metavar="INITIATOR:TARGET",
+                    help="CPU lists (taskset -c) for the two processes, so that no run lands on a slower core")
     ap.add_argument("--title", default="nixlbench")
     ap.add_argument("--out", required=True)
     ap.add_argument("--from-raw", action="store_true", help="read DIR/raw instead of running")
     args = ap.parse_args()
+    if args.cpus and args.cpus.count(":") != 1:
+        ap.error("--cpus takes INITIATOR:TARGET, such as 2-3:4-5")
 
     modules, module_env, moddir, env = setup(args)
     if args.from_raw:
@@ -156,7 +161,8 @@ def main():
            "nixlbench arguments: `%s`%s; %d repeats, interleaved; consistency check on in every run. Cells: median "
            "(min-max). Ratio: %s / %s of the GB/s medians. Per descriptor: nixlbench's average latency (a "
            "transfer's time divided by its descriptors), and posting time divided by the batch." %
-           (args.args, "; target under `%s`" % args.target_wrap if args.target_wrap else "", args.repeats, ours, ref),
+           (args.args, ("; target under `%s`" % args.target_wrap if args.target_wrap else "") +
+            ("; CPUs (initiator:target) %s" % args.cpus if args.cpus else ""), args.repeats, ours, ref),
            "", "| op | block | batch | %s GB/s | %s GB/s | ratio | %s us/desc | %s us/desc | %s post us/desc | "
            "%s post us/desc |" % (ref, ours, ref, ours, ref, ours), "|---|---:|---:|---|---|---:|---|---|---|---|"]
     below = []

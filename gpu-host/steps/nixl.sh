@@ -31,6 +31,9 @@
 #   ucp-blocks   the kv stage's shape through UCP alone (bench/cux_blocks, no NIXL): the posting cost per block
 #           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
+# CUX_NIXL_CPUS=I:T pins the initiator and target of each nixlbench run (nixl_compare.py --cpus: a run on a slower
+# core moved NIXL's own CPU work 0.6-1.8x as much as a module did), CUX_NIXL_WITHOUT_UCX=1 leaves UCX's module out
+# where CARRY/before/ is there (ours against ours-before alone),
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"; "lone": 64 KB-4 MB with one or two
 # descriptors, 1,000 iterations; "batched": 4-64 KB with 64-1,024 descriptors, a quarter of small's cells, so that
 # five or more repeats fit one call where two repeats of small cannot tell builds apart), CUX_NIXL_OPS their
@@ -99,6 +102,8 @@ fi
 # UCX's module as deployments run it: gets over cuda_ipc turned on (without NVLink it offers none by default,
 # and NIXL's reads then crawl: 0.4-0.5 GB/s at 64 KB on one H200, a sweep that did not end in 150 s).
 modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on")
+# CUX_NIXL_WITHOUT_UCX=1 with CARRY/before/: ours against ours-before alone (a no-regression run, a third shorter)
+[ "${CUX_NIXL_WITHOUT_UCX:-0}" = 1 ] && [ -d "$carry/before" ] && modules=()
 # CARRY/before/: ours of an earlier commit beside ours, interleaved (a no-regression check)
 [ -d "$carry/before" ] && modules+=(--module "ours-before=$ours_before")
 modules+=(--module "ours=$ours")
@@ -155,7 +160,8 @@ compare() { # NAME ARGS [nixl_compare options...]
     local name=$1 args=$2
     shift 2
     python3 "$top/bench/nixl_compare.py" --prefix "$prefix" --nixl "$nixl" "${modules[@]}" --args "$args" \
-        --repeats "$repeats" --timeout 150 --out "$work/logs/$name" ${CUX_NIXL_OPS:+--ops "$CUX_NIXL_OPS"} "$@" \
+        --repeats "$repeats" --timeout 150 --out "$work/logs/$name" ${CUX_NIXL_OPS:+--ops "$CUX_NIXL_OPS"} \
+        ${CUX_NIXL_CPUS:+--cpus "$CUX_NIXL_CPUS"} "$@" \
         >"$logs/$name.log" 2>&1
     say "nixlbench $name: exit $?"
     sed -n '/^| op/,$p' "$work/logs/$name/report.md" | grep -E '^Runs|^Cells' | sed 's/^/   /' | tee -a "$gh_report_file"
