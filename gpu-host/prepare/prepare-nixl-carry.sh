@@ -2,21 +2,23 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Prepares a carry for gpu-host/run nixl from a fresh checkout (about 25 minutes on 2 cores): the UCX source with
 # configure generated, a UCX of that source built here without CUDA (NIXL links it; the GPU host runs NIXL on its
-# CUDA build of the same release), NIXL built against it, our dist tarball of HEAD and, with BEFORE, of that commit.
+# CUDA build of the same release), NIXL built against it, our dist tarball of HEAD and, with BEFORE, of that commit;
+# each AT commit's goes into CARRY/at-N-SHORTSHA/ (N its place in the list), for a bisection in one call.
 #
-#   gpu-host/prepare/prepare-nixl-carry.sh CARRY UCX_TREE NIXL_TREE [BEFORE]
+#   gpu-host/prepare/prepare-nixl-carry.sh CARRY UCX_TREE NIXL_TREE [BEFORE [AT...]]
 #
 # UCX_TREE: a UCX release's source tree (exported from a fetched clone; its name, ucx-VERSION, names the tarball);
 # NIXL_TREE: NIXL's tree with its subprojects (gpu-host/prepare/nixl-sources-from-git.sh). The UCX is installed
 # into /opt/UCX_NAME-nocuda; NIXL's own tests are left out (CUX_NIXL_TESTS=1 builds them too). Needs a configured
 # ./build (the quick start's), and meson and the packages contrib/build-nixl.sh names.
 set -euo pipefail
-usage="usage: prepare-nixl-carry.sh CARRY UCX_TREE NIXL_TREE [BEFORE]"
+usage="usage: prepare-nixl-carry.sh CARRY UCX_TREE NIXL_TREE [BEFORE [AT...]]"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${1:?$usage}
 ucx_tree=$(cd "${2:?$usage}" && pwd)
 nixl_tree=$(cd "${3:?$usage}" && pwd)
 before=${4:-}
+shift $(($# < 4 ? $# : 4))
 ucx_name=$(basename "$ucx_tree")
 prefix=/opt/$ucx_name-nocuda
 mkdir -p "$carry"
@@ -44,9 +46,13 @@ dist() { # TREE DEST: the dist tarball of a source tree, configured like ./build
 }
 rm -f "$carry"/uct-cuda-plugin-*.tar.gz
 make -C "$top/build" dist >/dev/null && mv "$top"/build/uct-cuda-plugin-*.tar.gz "$carry/"
-if [ -n "$before" ]; then
-    rm -rf "$carry/before"
-    git -C "$top" worktree add -q "$work/before" "$before"
-    dist "$work/before" "$carry/before"
-fi
+rm -rf "$carry/before" "$carry"/at-*
+n=0
+for commit in $before "$@"; do
+    dir=before
+    [ $n -gt 0 ] && dir=at-$n-$(git -C "$top" rev-parse --short "$commit")
+    git -C "$top" worktree add -q "$work/$dir" "$commit"
+    dist "$work/$dir" "$carry/$dir"
+    n=$((n + 1))
+done
 du -sh "$carry"

@@ -9,7 +9,8 @@
 #
 # CARRY holds ucx-1.22.0-src.tar.gz (gpu-host/prepare/prepare-ucx-src.sh), the plugin's dist tarball, and nixl/ (NIXL
 # with its UCX plugin and nixlbench, and its tests in nixl/debug: contrib/build-nixl.sh against UCX 1.22); a dist
-# tarball in CARRY/before/ adds ours of that commit to every comparison as ours-before, between UCX's and ours.
+# tarball in CARRY/before/ adds ours of that commit to every comparison as ours-before, between UCX's and ours, and
+# one in each CARRY/at-NAME/ ours of another commit as ours-at-NAME (prepare-nixl-carry.sh's AT commits).
 # gpu-host/prepare/prepare-nixl-carry.sh makes such a carry from a fresh checkout.
 # CUX_NIXL_UCX=NAME takes CARRY/NAME-src.tar.gz (its tree NAME) instead, into /opt/NAME-cuda: UCX master for
 # NIXL's scatter-gather path (issue 62: NIXL master built against it); CUX_NIXL_SGL=1 adds each module once more
@@ -58,6 +59,7 @@ finish() { tar -C "$work" -czf "$out/nixl-logs.tar.gz" logs; say "done: exit $rc
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 ours="$work/build/.libs/libuct_cuda.so.0"
 ours_before="$work/build-before/.libs/libuct_cuda.so.0" # CARRY/before/'s dist tarball, where there is one
+earlier=$(cd "$carry" && ls -d before at-* 2>/dev/null | paste -sd' ') # before/, at-NAME/: earlier commits' dists
 kv="$work/cux_nixl_kv"
 ucx_module="$prefix/reference-module/libuct_cuda.so.0"
 export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN_DIR="$nixl/lib/plugins" \
@@ -80,18 +82,21 @@ if has build; then
             { failed "plugin build"; finish; }
         echo "$prefix" >"$work/build/.cux-ucx-prefix"
     fi
-    if [ -d "$carry/before" ] &&
-        { [ ! -f "$ours_before" ] || [ "$(cat "$work/build-before/.cux-ucx-prefix" 2>/dev/null)" != "$prefix" ]; }; then
-        rm -rf "$work/build-before" "$work/before" && mkdir -p "$work/before"
-        tar -C "$work/before" -xzf "$(ls "$carry"/before/uct-cuda-plugin-*.tar.gz | head -n 1)" &&
-            gh_plugin_build "$(ls -d "$work"/before/uct-cuda-plugin-*/ | head -n 1)" "$work/build-before" "$prefix" \
-                "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs/before" || { failed "plugin build (before/)"; finish; }
-        echo "$prefix" >"$work/build-before/.cux-ucx-prefix"
-    fi
+    for dir in $earlier; do # each earlier commit's dist tarball, built the same way into build-DIR
+        dist=$(ls "$carry/$dir"/uct-cuda-plugin-*.tar.gz | head -n 1)
+        built="$prefix $(md5sum <"$dist")" # a build of this UCX and this tarball (a warm machine keeps others)
+        [ -f "$work/build-$dir/.libs/libuct_cuda.so.0" ] &&
+            [ "$(cat "$work/build-$dir/.cux-built" 2>/dev/null)" = "$built" ] && continue
+        rm -rf "$work/build-$dir" "$work/$dir" && mkdir -p "$work/$dir"
+        tar -C "$work/$dir" -xzf "$dist" &&
+            gh_plugin_build "$(ls -d "$work/$dir"/uct-cuda-plugin-*/ | head -n 1)" "$work/build-$dir" "$prefix" \
+                "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs/$dir" || { failed "plugin build ($dir/)"; finish; }
+        echo "$built" >"$work/build-$dir/.cux-built"
+    done
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
         -Wl,-rpath,"$nixl/lib" >"$logs/kv-build.log" 2>&1 || { failed "cux_nixl_kv build"; finish; }
-    for m in "$ucx_module" "$ours" $([ -d "$carry/before" ] && echo "$ours_before"); do
+    for m in "$ucx_module" "$ours" $(for dir in $earlier; do echo "$work/build-$dir/.libs/libuct_cuda.so.0"; done); do
         module_in_place "$prefix" "$m"
         tls=$("$prefix/bin/ucx_info" -d | grep -E 'Transport: cuda' | tr -s ' ' | paste -sd' ')
         say "$(basename "$(dirname "$(dirname "$m")")")/$(basename "$m"): $tls"
@@ -104,8 +109,12 @@ fi
 modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on")
 # CUX_NIXL_WITHOUT_UCX=1 with CARRY/before/: ours against ours-before alone (a no-regression run, a third shorter)
 [ "${CUX_NIXL_WITHOUT_UCX:-0}" = 1 ] && [ -d "$carry/before" ] && modules=()
-# CARRY/before/: ours of an earlier commit beside ours, interleaved (a no-regression check)
+# CARRY/before/: ours of an earlier commit beside ours, interleaved (a no-regression check); CARRY/at-NAME/: more
+# commits between the two, as ours-at-NAME (a bisection in one call)
 [ -d "$carry/before" ] && modules+=(--module "ours-before=$ours_before")
+for dir in $earlier; do
+    [ "$dir" = before ] || modules+=(--module "ours-$dir=$work/build-$dir/.libs/libuct_cuda.so.0")
+done
 modules+=(--module "ours=$ours")
 # CUX_NIXL_SGL=1: each module once more with NIXL's scatter-gather writes (NIXL master on UCX master), interleaved
 if [ "${CUX_NIXL_SGL:-0}" = 1 ]; then
