@@ -4,11 +4,11 @@
 
 Reads nixl_compare.py's nixlbench.csv. Per operation, over the cells chosen (block and batch bounds), the ratio
 A / B of GB/s (or of another column, --metric: for times, above 1 is slower; prep_us, the time NIXL takes to make
-a transfer's request, runs no module code and so measures how fast the process's CPU was): per cell the ratio of medians and whether the two modules' min-max ranges are apart; and the
-geometric mean over the cells per repeat (A's repeat r against B's repeat r: interleaved runs share the
-machine's moment), with its median and min-max across repeats. A difference counts only where the repeats'
-range of that mean stays on one side of 1; with two repeats that happens by chance one time in two (take five
-or more).
+a transfer's request, runs no module code and so measures how fast the process's CPU was): per cell the ratio of
+medians and whether the two modules' min-max ranges are apart; and the geometric mean over the cells per repeat
+(A's repeat r against B's repeat r: interleaved runs share the machine's moment), with its median and min-max
+across repeats. A difference counts only where the repeats' range of that mean stays on one side of 1; with two
+repeats that happens by chance one time in two (take five or more).
 
   nixl_ratio.py CSV --a ours --b ours-before [--metric gbps] [--max-block 65536] [--min-batch 64]
 """
