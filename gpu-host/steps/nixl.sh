@@ -33,7 +33,7 @@
 #           with 1,024 and 16,384 allocations, each module, to tell NIXL's share of the cost from UCP's and ours.
 # CUX_NIXL_REPEATS (default 3) sets the repeats, CUX_NIXL_SWEEP_REPEATS those of the two long sweeps,
 # CUX_NIXL_CPUS=I:T pins the initiator and target of each nixlbench run (nixl_compare.py --cpus: a run on a slower
-# core moved NIXL's own CPU work 0.6-1.8x as much as a module did), CUX_NIXL_WITHOUT_UCX=1 leaves UCX's module out
+# core moved NIXL's own CPU work 0.6-1.9x as much as a module did), CUX_NIXL_WITHOUT_UCX=1 leaves UCX's module out
 # where CARRY/before/ is there (ours against ours-before alone),
 # CUX_NIXL_SWEEPS which nixlbench sweeps run (default "small large kv-shape"; "lone": 64 KB-4 MB with one or two
 # descriptors, 1,000 iterations; "batched": 4-64 KB with 64-1,024 descriptors, a quarter of small's cells, so that
