@@ -35,27 +35,28 @@ common=(-Dwerror=false --libdir=lib)
 ls -d "$tree"/subprojects/abseil-cpp-*/ >/dev/null 2>&1 && common+=(--wrap-mode=nodownload)
 # Debian 12's toml++ 3.3.0 has no toml++/toml.hpp, which NIXL includes: NIXL's own wrap (3.4.0) is used.
 common+=(--force-fallback-for=tomlplusplus)
-export PKG_CONFIG_PATH="$dest/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-# A build set up earlier keeps the prefix and paths it was given: point it at this call's (another DEST would
-# otherwise get nothing, its install going to the first one's).
-repoint() { # BUILD OPTIONS...
-    local build=$1
-    shift
-    [ ! -f "$build/build.ninja" ] || meson configure "$build" "$@" >/dev/null
+# nixlbench finds the NIXL just installed
+common+=(-Dpkg_config_path="$dest/lib/pkgconfig")
+# A build directory is set up once; one set up earlier is pointed at this call's options instead (its prefix and
+# paths: another DEST would otherwise get nothing, the install going to the first one's).
+meson_dir() { # BUILD SOURCE OPTIONS...
+    local build=$1 src=$2
+    shift 2
+    if [ -f "$build/build.ninja" ]; then
+        meson configure "$build" "$@" >/dev/null
+    else
+        meson setup "$build" "$src" "$@"
+    fi
 }
-repoint "$build" --prefix="$dest" -Ducx_path="$ucx" -Dpkg_config_path="$dest/lib/pkgconfig"
-[ -f "$build/build.ninja" ] ||
-    meson setup "$build" "$tree" "${common[@]}" --buildtype=release --prefix="$dest" -Ducx_path="$ucx" \
-        -Denable_plugins=UCX -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64" -Dnixl_cuda_arch_list="$arch" \
-        -Dbuild_examples=false -Dbuild_docs=false -Dinstall_headers=true
+meson_dir "$build" "$tree" "${common[@]}" --buildtype=release --prefix="$dest" -Ducx_path="$ucx" \
+    -Denable_plugins=UCX -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64" -Dnixl_cuda_arch_list="$arch" \
+    -Dbuild_examples=false -Dbuild_docs=false -Dinstall_headers=true
 ninja -C "$build" -j"$jobs"
 ninja -C "$build" install >/dev/null
 
 bench="$tree/benchmark/nixlbench/build-cux"
-repoint "$bench" --prefix="$dest" -Dnixl_path="$dest" -Dpkg_config_path="$dest/lib/pkgconfig"
-[ -f "$bench/build.ninja" ] ||
-    meson setup "$bench" "$tree/benchmark/nixlbench" "${common[@]}" --buildtype=release --prefix="$dest" \
-        -Dnixl_path="$dest" -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64"
+meson_dir "$bench" "$tree/benchmark/nixlbench" "${common[@]}" --buildtype=release --prefix="$dest" \
+    -Dnixl_path="$dest" -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64"
 ninja -C "$bench" -j"$jobs"
 ninja -C "$bench" install >/dev/null
 cp -L "$(ldconfig -p | sed -n 's/.*libgflags\.so\.[0-9.]* .*=> //p' | head -n 1)" "$dest/lib/" 2>/dev/null || true
@@ -66,11 +67,9 @@ cp -L "$(ldconfig -p | sed -n 's/.*libgflags\.so\.[0-9.]* .*=> //p' | head -n 1)
 # only, so its device-API tests (.cu) would always find "no CUDA-capable GPU" and skip: cuda_args gives it to them.
 if [ "${CUX_NIXL_TESTS:-1}" = 1 ]; then
     tests="$tree/build-cux-debug"
-    repoint "$tests" --prefix="$dest/debug" -Ducx_path="$ucx"
-    [ -f "$tests/build.ninja" ] ||
-        meson setup "$tests" "$tree" "${common[@]}" --buildtype=debug --prefix="$dest/debug" \
-            -Ducx_path="$ucx" -Denable_plugins=UCX -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64" \
-            -Dnixl_cuda_arch_list="$arch" -Dbuild_examples=false -Dbuild_docs=false -Dcuda_args=-DHAVE_CUDA
+    meson_dir "$tests" "$tree" "${common[@]}" --buildtype=debug --prefix="$dest/debug" \
+        -Ducx_path="$ucx" -Denable_plugins=UCX -Dcudapath_inc="$cuda/include" -Dcudapath_lib="$cuda/lib64" \
+        -Dnixl_cuda_arch_list="$arch" -Dbuild_examples=false -Dbuild_docs=false -Dcuda_args=-DHAVE_CUDA
     ninja -C "$tests" -j"$jobs"
     ninja -C "$tests" install >/dev/null
     mkdir -p "$dest/debug/lib/gtest-plugins"
