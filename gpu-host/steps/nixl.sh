@@ -58,8 +58,8 @@ mkdir -p "$logs"
 finish() { tar -C "$work" -czf "$out/nixl-logs.tar.gz" logs; say "done: exit $rc"; exit $rc; }
 has() { case " $stages " in *" $1 "*) return 0 ;; esac; return 1; }
 ours="$work/build/.libs/libuct_cuda.so.0"
-ours_before="$work/build-before/.libs/libuct_cuda.so.0" # CARRY/before/'s dist tarball, where there is one
-earlier=$(cd "$carry" && ls -d before at-* 2>/dev/null | paste -sd' ') # before/, at-NAME/: earlier commits' dists
+# before/, then at-NAME/: earlier commits' dists, each built into build-DIR and compared as ours-DIR
+earlier=$(cd "$carry" && { [ ! -d before ] || echo before; ls -d at-* 2>/dev/null; } | paste -sd' ')
 kv="$work/cux_nixl_kv"
 ucx_module="$prefix/reference-module/libuct_cuda.so.0"
 export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN_DIR="$nixl/lib/plugins" \
@@ -111,9 +111,8 @@ modules=(--module "ucx=$ucx_module,UCX_CUDA_IPC_ENABLE_GET_ZCOPY=on")
 [ "${CUX_NIXL_WITHOUT_UCX:-0}" = 1 ] && [ -d "$carry/before" ] && modules=()
 # CARRY/before/: ours of an earlier commit beside ours, interleaved (a no-regression check); CARRY/at-NAME/: more
 # commits between the two, as ours-at-NAME (a bisection in one call)
-[ -d "$carry/before" ] && modules+=(--module "ours-before=$ours_before")
 for dir in $earlier; do
-    [ "$dir" = before ] || modules+=(--module "ours-$dir=$work/build-$dir/.libs/libuct_cuda.so.0")
+    modules+=(--module "ours-$dir=$work/build-$dir/.libs/libuct_cuda.so.0")
 done
 modules+=(--module "ours=$ours")
 # CUX_NIXL_SGL=1: each module once more with NIXL's scatter-gather writes (NIXL master on UCX master), interleaved
