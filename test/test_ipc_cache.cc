@@ -61,10 +61,10 @@ protected:
         return k;
     }
 
-    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0, uint64_t owner = 1)
+    cux_ipc_region_t *get(const cux_ipc_rkey_t &k, int device = 0, uint64_t owner = 1, uint64_t key_id = 0)
     {
         cux_ipc_region_t *r = nullptr;
-        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, device, nullptr, owner, &r));
+        EXPECT_EQ(UCS_OK, cux_ipc_cache_get(&m_cache, &k, key_id, device, nullptr, owner, &r));
         return r;
     }
 
@@ -106,6 +106,30 @@ TEST_F(ipc_cache, new_buffer_at_the_same_address_is_remapped)
     EXPECT_EQ(1ul, m_cache.stats.stale);
     EXPECT_EQ(1, m_drv.mapped) << "the stale mapping was not closed";
     cux_ipc_cache_put(&m_cache, r);
+}
+
+/* A hit of the unpacked key a mapping last served skips the key's comparison; any other key is compared. */
+TEST_F(ipc_cache, a_key_remembered_by_id_is_served_and_another_allocation_at_its_place_is_not)
+{
+    auto k = key(1, 0x1000, 1), fresh = key(1, 0x1000, 2);
+    cux_ipc_region_t *r = get(k, 0, 1, 11);
+    EXPECT_EQ(11u, r->key_id) << "the key it was mapped from";
+    cux_ipc_cache_put(&m_cache, r);
+    r = get(k, 0, 1, 12); /* another unpacking of the same key: compared, then remembered */
+    EXPECT_EQ(12u, r->key_id);
+    cux_ipc_cache_put(&m_cache, r);
+    r = get(k, 0, 1, 12);
+    EXPECT_EQ(1, m_drv.opens);
+    EXPECT_EQ(2ul, m_cache.stats.hits);
+    cux_ipc_cache_put(&m_cache, r);
+    r = get(fresh, 0, 1, 13); /* a new buffer at that address, as its own unpacked key names it */
+    EXPECT_EQ(1ul, m_cache.stats.stale);
+    EXPECT_EQ(2, m_drv.opens);
+    EXPECT_EQ(13u, r->key_id);
+    cux_ipc_cache_put(&m_cache, r);
+    cux_ipc_cache_batch_begin(&m_cache);
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &k, 12, 0, 1)) << "the old key served the new buffer";
+    cux_ipc_cache_batch_end(&m_cache);
 }
 
 TEST_F(ipc_cache, stale_mapping_in_use_is_closed_when_released)
@@ -232,7 +256,7 @@ TEST_F(ipc_cache, map_failure_is_reported_and_retried_after_freeing_unused)
     m_drv.fail = 1;
     cux_ipc_region_t *r;
     auto k = key(1, 0x2000, 2);
-    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, nullptr, 1, &r));
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &k, 0, 0, nullptr, 1, &r));
     EXPECT_EQ(0, m_drv.mapped) << "unused mappings were not released before the retry";
 }
 
@@ -247,7 +271,7 @@ TEST_F(ipc_cache, a_mapping_that_releasing_cannot_help_releases_nothing)
     m_drv.fail = 1;
     cux_ipc_region_t *r;
     auto huge = key(2, 0x100000, 9, 1ull << 50);
-    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &huge, 0, nullptr, 1, &r));
+    EXPECT_EQ(UCS_ERR_NO_MEMORY, cux_ipc_cache_get(&m_cache, &huge, 0, 0, nullptr, 1, &r));
     EXPECT_EQ(8, m_drv.mapped) << "another peer's mappings were released for a mapping they could not make room for";
     EXPECT_EQ(0ul, m_cache.stats.evictions);
 }
@@ -333,7 +357,7 @@ TEST_F(ipc_cache, a_failed_mapping_leaves_nothing_and_a_waiter_maps_it_itself)
     ucs_status_t first = UCS_OK;
     std::thread mapper([&] {
         cux_ipc_region_t *r = nullptr;
-        first = cux_ipc_cache_get(&m_cache, &k, 0, nullptr, 1, &r);
+        first = cux_ipc_cache_get(&m_cache, &k, 0, 0, nullptr, 1, &r);
     });
     while (m_drv.in_map == 0) {
         usleep(1000);
@@ -384,12 +408,12 @@ TEST(ipc_cache_peers, a_slow_mapping_of_one_peer_holds_up_no_hit_of_another)
     fast.pid = 2;
     slow.pid = 1;
     cux_ipc_region_t *r = nullptr;
-    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, nullptr, 1, &r)); /* peer 2's mapping, open */
+    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, 0, nullptr, 1, &r)); /* peer 2's mapping, open */
     cux_ipc_cache_put(&cache, r);
 
     std::thread mapper([&] {
         cux_ipc_region_t *s = nullptr;
-        if (cux_ipc_cache_get(&cache, &slow, 0, nullptr, 1, &s) == UCS_OK) {
+        if (cux_ipc_cache_get(&cache, &slow, 0, 0, nullptr, 1, &s) == UCS_OK) {
             cux_ipc_cache_put(&cache, s);
         }
     });
@@ -397,7 +421,7 @@ TEST(ipc_cache_peers, a_slow_mapping_of_one_peer_holds_up_no_hit_of_another)
         usleep(1000);
     }
     ucs_time_t start = ucs_get_time();
-    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, nullptr, 1, &r)); /* a hit */
+    ASSERT_EQ(UCS_OK, cux_ipc_cache_get(&cache, &fast, 0, 0, nullptr, 1, &r)); /* a hit */
     double waited = ucs_time_to_sec(ucs_get_time() - start);
     cux_ipc_cache_put(&cache, r);
     mapper.join();
@@ -448,11 +472,11 @@ TEST_F(ipc_cache, a_batch_serves_only_ready_mappings_of_the_same_owner_and_alloc
     auto hit = key(1, 0x1000, 1), stale = key(1, 0x2000, 3), missing = key(1, 0x3000, 4);
 
     cux_ipc_cache_batch_begin(&m_cache);
-    cux_ipc_region_t *r = cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 1);
-    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 2)) << "another owner's mapping served";
-    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 1, 1)) << "another device's mapping served";
-    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &stale, 0, 1)) << "another allocation's mapping served";
-    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &missing, 0, 1));
+    cux_ipc_region_t *r = cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 0, 1);
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 0, 2)) << "another owner's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &hit, 0, 1, 1)) << "another device's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &stale, 0, 0, 1)) << "another allocation's mapping served";
+    EXPECT_EQ(nullptr, cux_ipc_cache_batch_hit(&m_cache, &missing, 0, 0, 1));
     cux_ipc_cache_batch_end(&m_cache);
     ASSERT_NE(nullptr, r);
     EXPECT_EQ(1u, r->refcount);

@@ -119,7 +119,7 @@ static void cux_ipc_cache_trim(cux_ipc_cache_t *cache)
 }
 
 /* Unmap unused mappings older than max_idle, oldest first (the LRU list is in release order). */
-static void cux_ipc_cache_expire(cux_ipc_cache_t *cache)
+static UCS_F_ALWAYS_INLINE void cux_ipc_cache_expire(cux_ipc_cache_t *cache)
 {
     cux_ipc_region_t *region;
     ucs_time_t now;
@@ -232,8 +232,8 @@ static int cux_ipc_cache_release_for(cux_ipc_cache_t *cache, int device, uint64_
 }
 
 /* A region for key, standing in the cache while the caller maps it (refcount 1: held by the mapper). */
-static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                                                   uint64_t owner)
+static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey,
+                                                   uint64_t key_id, int device, uint64_t owner)
 {
     cux_ipc_region_t *region = ucs_calloc(1, sizeof(*region), "cux_ipc_region");
     cux_ipc_region_t **chain;
@@ -243,6 +243,7 @@ static cux_ipc_region_t *cux_ipc_cache_add_mapping(cux_ipc_cache_t *cache, const
     }
     chain                  = cux_ipc_cache_chain(cache, rkey, device);
     region->key            = *rkey;
+    region->key_id         = key_id;
     region->owner          = owner;
     region->device         = device;
     region->refcount       = 1;
@@ -271,8 +272,8 @@ static ucs_status_t cux_ipc_cache_map_unlocked(cux_ipc_cache_t *cache, const cux
 }
 
 /* The mapping of a place for owner, whatever its state (being mapped, or of another allocation). */
-static cux_ipc_region_t *cux_ipc_cache_find(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                                            uint64_t owner)
+static UCS_F_ALWAYS_INLINE cux_ipc_region_t *cux_ipc_cache_find(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey,
+                                                                  int device, uint64_t owner)
 {
     cux_ipc_region_t *region;
 
@@ -286,6 +287,22 @@ static cux_ipc_region_t *cux_ipc_cache_find(cux_ipc_cache_t *cache, const cux_ip
     return NULL;
 }
 
+/* Whether a mapping found for a key's place serves it: a key of another allocation at that address is not served.
+ * The last key found to be of its allocation is remembered by its id (never reused, and an unpacked key never
+ * changes), so that its later hits do not compare the whole key again. */
+static UCS_F_ALWAYS_INLINE int cux_ipc_cache_serves(cux_ipc_region_t *region, const cux_ipc_rkey_t *rkey,
+                                                    uint64_t key_id)
+{
+    if ((key_id != 0) && (region->key_id == key_id)) {
+        return 1;
+    }
+    if (!cux_ipc_rkey_same_allocation(&region->key, rkey)) {
+        return 0;
+    }
+    region->key_id = key_id;
+    return 1;
+}
+
 /* One more operation uses a mapping found ready: off the LRU list if it was unused. */
 static UCS_F_ALWAYS_INLINE void cux_ipc_cache_take(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
@@ -295,8 +312,8 @@ static UCS_F_ALWAYS_INLINE void cux_ipc_cache_take(cux_ipc_cache_t *cache, cux_i
     }
 }
 
-ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
-                               uint64_t owner, cux_ipc_region_t **region_p)
+ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, uint64_t key_id, int device,
+                               void *peer, uint64_t owner, cux_ipc_region_t **region_p)
 {
     cux_ipc_region_t *region;
     ucs_status_t status;
@@ -313,8 +330,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
         goto lookup;
     }
     if (region != NULL) {
-        /* a key of another allocation at that address is not served this mapping */
-        if (cux_ipc_rkey_same_allocation(&region->key, rkey)) {
+        if (cux_ipc_cache_serves(region, rkey, key_id)) {
             cux_ipc_cache_take(cache, region);
             *region_p = region;
             pthread_mutex_unlock(&cache->lock);
@@ -329,7 +345,7 @@ lookup: /* the chain is found again after each wait: the table may have grown me
 
     ++cache->stats.misses;
     CUX_PROF_START(t0);
-    region = cux_ipc_cache_add_mapping(cache, rkey, device, owner);
+    region = cux_ipc_cache_add_mapping(cache, rkey, key_id, device, owner);
     if (region == NULL) {
         pthread_mutex_unlock(&cache->lock);
         return UCS_ERR_NO_MEMORY;
@@ -368,18 +384,20 @@ void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsign
     pthread_mutex_unlock(&cache->lock);
 }
 
-/* An operation is done with a mapping (the lock held; the caller trims): unused from now on, the last use of a
- * detached one unmaps it, and without caching an unused one goes at once. *now: the time it became unused, read
- * once for the caller when the first of its mappings does (0 until then). */
-static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *region, ucs_time_t *now)
+/* An operation is done with a mapping (the lock held): unused from now on, the last use of a detached one unmaps
+ * it, and without caching an unused one goes at once. *now: the time it became unused, read once for the caller
+ * when the first of its mappings does (0 until then). 1 when it joined the unused ones, which the caller then
+ * trims (the cache's size is over its bounds only while nothing could be evicted). */
+static UCS_F_ALWAYS_INLINE int cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *region,
+                                                     ucs_time_t *now)
 {
     ucs_assert(region->refcount > 0);
     if (--region->refcount > 0) {
-        return;
+        return 0;
     }
     if (region->detached) {
         cux_ipc_region_unmap(cache, region);
-        return;
+        return 0;
     }
     if (*now == 0) {
         *now = ucs_get_time();
@@ -389,6 +407,7 @@ static void cux_ipc_cache_release(cux_ipc_cache_t *cache, cux_ipc_region_t *regi
     if (!cache->enabled) {
         cux_ipc_cache_detach(cache, region);
     }
+    return 1;
 }
 
 void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
@@ -396,8 +415,9 @@ void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
     ucs_time_t now = 0;
 
     pthread_mutex_lock(&cache->lock);
-    cux_ipc_cache_release(cache, region, &now);
-    cux_ipc_cache_trim(cache);
+    if (cux_ipc_cache_release(cache, region, &now)) {
+        cux_ipc_cache_trim(cache);
+    }
     pthread_mutex_unlock(&cache->lock);
 }
 
@@ -408,12 +428,12 @@ void cux_ipc_cache_batch_begin(cux_ipc_cache_t *cache)
     cache->batch_time = 0;
 }
 
-cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                                          uint64_t owner)
+cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, uint64_t key_id,
+                                          int device, uint64_t owner)
 {
     cux_ipc_region_t *region = cux_ipc_cache_find(cache, rkey, device, owner);
 
-    if ((region == NULL) || region->mapping || !cux_ipc_rkey_same_allocation(&region->key, rkey)) {
+    if ((region == NULL) || region->mapping || !cux_ipc_cache_serves(region, rkey, key_id)) {
         return NULL; /* cux_ipc_cache_get maps it, waits for it, or replaces a stale one */
     }
     cux_ipc_cache_take(cache, region);
@@ -447,7 +467,7 @@ void cux_ipc_cache_batch_prefetch_region(cux_ipc_cache_t *cache, const cux_ipc_r
 
 void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region)
 {
-    cux_ipc_cache_release(cache, region, &cache->batch_time);
+    (void)cux_ipc_cache_release(cache, region, &cache->batch_time); /* the batch's end trims */
 }
 
 void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache)

@@ -36,6 +36,8 @@ typedef struct cux_ipc_region {
     struct cux_ipc_region *next;      /* hash chain */
     ucs_list_link_t       lru;        /* in cache->lru while unused */
     cux_ipc_rkey_t        key;        /* the key it was mapped from: process, kind, base and length */
+    uint64_t              key_id;     /* the unpacked key last found to be of its allocation (never reused, 0:
+                                         none): that key's hits skip comparing the whole key again */
     uint64_t              owner;      /* who it was proven for (cux_ipc_proof.h): a reused pid is another owner */
     int                   device;     /* local device the mapping was opened on */
     void                  *mapped;    /* local address of key.base */
@@ -97,9 +99,10 @@ void cux_ipc_cache_purge_pid(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pi
 void cux_ipc_cache_purge_owner(cux_ipc_cache_t *cache, uint64_t pid_ns, int32_t pid, uint64_t owner);
 
 /* The mapping of a remote allocation on a local device for owner, mapped on a miss (ops->map gets peer); held
- * until cux_ipc_cache_put. */
-ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device, void *peer,
-                               uint64_t owner, cux_ipc_region_t **region_p);
+ * until cux_ipc_cache_put. key_id: the id of the unpacked key rkey belongs to (cux_ipc_import.h), 0 where there
+ * is none. */
+ucs_status_t cux_ipc_cache_get(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, uint64_t key_id, int device,
+                               void *peer, uint64_t owner, cux_ipc_region_t **region_p);
 
 /* count more references of a held mapping (one put each). */
 void cux_ipc_cache_hold(cux_ipc_cache_t *cache, cux_ipc_region_t *region, unsigned count);
@@ -114,8 +117,8 @@ void cux_ipc_cache_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
  * serves those after the batch). batch_put is cux_ipc_cache_put's release; the batch's end trims the cache.
  */
 void cux_ipc_cache_batch_begin(cux_ipc_cache_t *cache);
-cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, int device,
-                                          uint64_t owner);
+cux_ipc_region_t *cux_ipc_cache_batch_hit(cux_ipc_cache_t *cache, const cux_ipc_rkey_t *rkey, uint64_t key_id,
+                                          int device, uint64_t owner);
 void cux_ipc_cache_batch_put(cux_ipc_cache_t *cache, cux_ipc_region_t *region);
 void cux_ipc_cache_batch_end(cux_ipc_cache_t *cache);
 

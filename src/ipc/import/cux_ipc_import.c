@@ -13,6 +13,7 @@
 #include "base/cux_iface.h"
 
 #include <ucs/debug/log.h>
+#include <ucs/arch/atomic.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/sys.h>
 #include <inttypes.h>
@@ -67,7 +68,7 @@ void cux_ipc_import_detach(void)
 ucs_status_t cux_ipc_import_get(const cux_ipc_unpacked_rkey_t *ukey, int device, cux_ipc_peer_t *peer,
                                 cux_ipc_region_t **region_p)
 {
-    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, device, peer, peer->owner, region_p);
+    return cux_ipc_cache_get(&cux_ipc_cache, &ukey->key, ukey->id, device, peer, peer->owner, region_p);
 }
 
 void cux_ipc_import_hold(cux_ipc_region_t *region, unsigned count)
@@ -88,7 +89,7 @@ void cux_ipc_import_batch_begin(void)
 cux_ipc_region_t *cux_ipc_import_batch_get_held(const cux_ipc_unpacked_rkey_t *ukey, int device,
                                                 const cux_ipc_peer_t *peer)
 {
-    return cux_ipc_cache_batch_hit(&cux_ipc_cache, &ukey->key, device, peer->owner);
+    return cux_ipc_cache_batch_hit(&cux_ipc_cache, &ukey->key, ukey->id, device, peer->owner);
 }
 
 void cux_ipc_import_batch_put(cux_ipc_region_t *region)
@@ -147,6 +148,9 @@ static int cux_ipc_import_own_pid_refused(const cux_ipc_unpacked_rkey_t *ukey)
     return 1;
 }
 
+/* Ids of unpacked keys, never reused (the first is 1: 0 is none). */
+static volatile uint64_t cux_ipc_import_next_key_id = 1;
+
 /* The unpacked key is a checked copy of the packed one; the endpoint maps it on first use. */
 ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *rkey_buffer, uct_rkey_t *rkey_p,
                                         void **handle_p)
@@ -181,6 +185,7 @@ ucs_status_t cux_ipc_import_rkey_unpack(uct_component_t *component, const void *
         return status;
     }
     ukey->attached    = NULL;
+    ukey->id          = ucs_atomic_fadd64(&cux_ipc_import_next_key_id, 1);
     *rkey_p   = (uintptr_t)ukey;
     *handle_p = NULL;
     return UCS_OK;

@@ -19,6 +19,8 @@ typedef struct cux_ipc_unpacked_rkey {
     int               peer_device; /* local ordinal of the device owning the buffer, -1 if not visible here */
     cux_ipc_region_t **attached;   /* rkey_ptr's and device elements' mappings, one per local device, held until
                                       release; NULL until the first */
+    uint64_t          id;          /* this unpacking's, never reused: a mapping remembers the last key it was
+                                      found to serve by it (cux_ipc_cache.h) */
 } cux_ipc_unpacked_rkey_t;
 
 /* Mappings of other processes' memory, shared by every cuda_ipc interface of the process. */
