@@ -207,8 +207,9 @@ static UCS_F_ALWAYS_INLINE void cux_copy_batch_join(cux_stream_queue_t *sq)
     }
 }
 
-void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdeviceptr src, size_t length,
-                             const cux_copy_allocs_t *allocs)
+/* cux_copy_batch_add_copy's work, inlined into cux_copy_batch_add too (one put's path makes no call for it) */
+static UCS_F_ALWAYS_INLINE void cux_copy_batch_accept(cux_stream_queue_t *sq, CUdeviceptr dst, CUdeviceptr src,
+                                                      size_t length, const cux_copy_allocs_t *allocs)
 {
     unsigned c;
 
@@ -225,6 +226,12 @@ void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdevicept
     c                   = sq->batch_copies++;
     sq->batch_copy[c]   = (cux_copy_kernel_desc_t){src, dst, length};
     sq->batch_allocs[c] = (allocs != NULL) ? *allocs : (cux_copy_allocs_t){0, 0};
+}
+
+void cux_copy_batch_add_copy(cux_stream_queue_t *sq, CUdeviceptr dst, CUdeviceptr src, size_t length,
+                             const cux_copy_allocs_t *allocs)
+{
+    cux_copy_batch_accept(sq, dst, src, length, allocs);
 }
 
 /* The operation's descriptor behind its copies. */
@@ -286,7 +293,7 @@ ucs_status_t cux_copy_batch_add(cux_stream_queue_t *sq, void *dst, const void *s
     if (ucs_unlikely(desc == NULL)) {
         return UCS_ERR_NO_MEMORY; /* nothing accepted */
     }
-    cux_copy_batch_add_copy(sq, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length, allocs);
+    cux_copy_batch_accept(sq, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, length, allocs);
     return cux_copy_batch_end_with(sq, desc, comp, release, release_arg);
 }
 

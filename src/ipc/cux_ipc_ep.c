@@ -116,7 +116,9 @@ static void cux_ipc_region_release(void *arg)
     cux_ipc_import_put(arg);
 }
 
-ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local)
+/* cux_ipc_ep_local's work, inlined into a put's and a get's path */
+static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_local_side(const void *buffer, uct_mem_h memh,
+                                                              cux_ipc_local_t *local)
 {
     const cux_ipc_memh_t *m = memh;
     cux_ptr_info_t info;
@@ -135,6 +137,11 @@ ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_
         local->length = info.length;
     }
     return status;
+}
+
+ucs_status_t cux_ipc_ep_local(const void *buffer, uct_mem_h memh, cux_ipc_local_t *local)
+{
+    return cux_ipc_ep_local_side(buffer, memh, local);
 }
 
 /* One zero-copy copy of length (> 0) bytes to (put) or from the peer's memory through region, the mapping of the
@@ -209,7 +216,7 @@ static UCS_F_ALWAYS_INLINE ucs_status_t cux_ipc_ep_zcopy(uct_ep_h tl_ep, const u
     }
 
     /* The local buffer's device maps the remote allocation and drives the copy. */
-    status = cux_ipc_ep_local(iov[0].buffer, iov[0].memh, &local);
+    status = cux_ipc_ep_local_side(iov[0].buffer, iov[0].memh, &local);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
