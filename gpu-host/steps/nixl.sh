@@ -66,6 +66,19 @@ export LD_LIBRARY_PATH="$prefix/lib:$nixl/lib:/usr/local/cuda/lib64" NIXL_PLUGIN
     UCX_WARN_UNUSED_ENV_VARS=n
 chmod +x "$nixl"/bin/* "$nixl"/debug/bin/* 2>/dev/null # a carried tree may arrive without its modes
 
+# DIST BUILD LOGS: one of our dist tarballs built against this UCX into BUILD, unless BUILD holds that build
+# already: a warm machine keeps the builds of earlier calls, known by the UCX prefix and the tarball's checksum (a
+# build for another UCX does not load here, and another carry's tarball is another build).
+build_ours() {
+    local dist=$1 build=$2 logs=$3 built src
+    built="$prefix $(md5sum <"$dist")"
+    [ -f "$build/.libs/libuct_cuda.so.0" ] && [ "$(cat "$build/.cux-built" 2>/dev/null)" = "$built" ] && return 0
+    rm -rf "$build" "$build-src" && mkdir -p "$build-src" && tar -C "$build-src" -xzf "$dist" &&
+        src=$(ls -d "$build-src"/uct-cuda-plugin-*/ | head -n 1) &&
+        gh_plugin_build "$src" "$build" "$prefix" "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs" &&
+        echo "$built" >"$build/.cux-built"
+}
+
 say "stages: $stages; $(nvidia-smi -L | wc -l) GPU(s):" \
     "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 if has build; then
@@ -75,23 +88,12 @@ if has build; then
             gh_reference_ucx "$work/$ucx_name" "$prefix" "$logs/ucx-build.log" || { failed "$ucx_name build"; finish; }
     fi
     say "$(grep -h '^reference UCX' "$logs/ucx-build.log" 2>/dev/null || echo "UCX in $prefix (built earlier)")"
-    # ours is built against this UCX: a build a call for another UCX left on the machine does not load here
-    if [ ! -f "$ours" ] || [ "$(cat "$work/build/.cux-ucx-prefix" 2>/dev/null)" != "$prefix" ]; then
-        rm -rf "$work/build"
-        gh_plugin "$work" "$work/build" "$prefix" "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs" >/dev/null ||
-            { failed "plugin build"; finish; }
-        echo "$prefix" >"$work/build/.cux-ucx-prefix"
-    fi
-    for dir in $earlier; do # each earlier commit's dist tarball, built the same way into build-DIR
-        dist=$(ls "$carry/$dir"/uct-cuda-plugin-*.tar.gz | head -n 1)
-        built="$prefix $(md5sum <"$dist")" # a build of this UCX and this tarball (a warm machine keeps others)
-        [ -f "$work/build-$dir/.libs/libuct_cuda.so.0" ] &&
-            [ "$(cat "$work/build-$dir/.cux-built" 2>/dev/null)" = "$built" ] && continue
-        rm -rf "$work/build-$dir" "$work/$dir" && mkdir -p "$work/$dir"
-        tar -C "$work/$dir" -xzf "$dist" &&
-            gh_plugin_build "$(ls -d "$work/$dir"/uct-cuda-plugin-*/ | head -n 1)" "$work/build-$dir" "$prefix" \
-                "${CUX_NIXL_UCX_SRC:-$work/$ucx_name}" "$logs/$dir" || { failed "plugin build ($dir/)"; finish; }
-        echo "$built" >"$work/build-$dir/.cux-built"
+    # ours (the carry's dist tarball), then each earlier commit's (CARRY/before/, CARRY/at-NAME/), into build-DIR
+    build_ours "$(ls "$carry"/uct-cuda-plugin-*.tar.gz | head -n 1)" "$work/build" "$logs" ||
+        { failed "plugin build"; finish; }
+    for dir in $earlier; do
+        build_ours "$(ls "$carry/$dir"/uct-cuda-plugin-*.tar.gz | head -n 1)" "$work/build-$dir" "$logs/$dir" ||
+            { failed "plugin build ($dir/)"; finish; }
     done
     g++ -O2 -std=c++17 -o "$kv" "$top/bench/cux_nixl_kv.cpp" -I"$nixl/include" -I/usr/local/cuda/include \
         -L"$nixl/lib" -lnixl -lnixl_build -lserdes -L/usr/local/cuda/lib64/stubs -lcuda \
