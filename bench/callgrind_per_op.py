@@ -58,7 +58,8 @@ def main():
     print('%-40s %9s %9s %9s' % ('instructions per operation', args.names[0][:9], args.names[1][:9], 'diff'))
     for fn in sorted(set(a) | set(b), key=lambda f: (a[f] - b[f], f)):
         if abs(a[fn] - b[fn]) / args.ops >= args.min:
-            print('%-40s %9.1f %9.1f %+9.1f' % (fn[:40], a[fn] / args.ops, b[fn] / args.ops, (a[fn] - b[fn]) / args.ops))
+            print('%-40s %9.1f %9.1f %+9.1f' % (fn[:40], a[fn] / args.ops, b[fn] / args.ops,
+                                                (a[fn] - b[fn]) / args.ops))
     ta, tb = sum(a.values()) / args.ops, sum(b.values()) / args.ops
     print('%-40s %9.1f %9.1f %+9.1f' % ('total', ta, tb, ta - tb))
 
